@@ -1,0 +1,145 @@
+"Tests of fanin.embeddings with the real models shipped by installed packages (no hub, no mocks)."
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+
+from fanin.embeddings import EmbeddingCache, OnnxMiniLM, TorchMiniLM, embed_with_cache, text_key
+
+SENTENCES = [
+    "The cat sat on the mat.",
+    "Marvel Studios released Ant-Man in July 2015, directed by Peyton Reed.",
+    "How many Academy Awards did the film win?",
+    "Photosynthesis converts light energy into chemical energy stored in glucose.",
+    "The Treaty of Westphalia ended the Thirty Years' War in 1648.",
+    "Bitte schließen Sie die Tür, wenn Sie gehen.",
+    "Le musée du Louvre est le plus grand musée d'art du monde.",
+    "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)",
+    "Stock prices fell 3.2% after the quarterly earnings report on 2024-01-15.",
+    "I can't believe it's not butter!!! :)",
+    "Quantum chromodynamics describes the strong interaction between quarks and gluons.",
+    "Kendrick Lamar won the Pulitzer Prize for Music for DAMN. in 2018.",
+    "a",
+    "",
+    "The Beatles recorded Abbey Road at EMI Studios in London in 1969. " * 30,  # truncated at 256 word pieces
+    "Terms of Service | Privacy Policy | Cookie Settings | Contact Us",
+    "The mitochondria is the powerhouse of the cell.",
+    "東京は日本の首都です。",
+    "Vaccines train the immune system to recognise pathogens without causing disease.",
+    "What is the capital of Australia? Canberra, not Sydney.",
+]
+
+# Measured on these 20 texts: mean cosine 0.9967, minimum 0.9922 (the empty string); on 2,000 corpus windows
+# of ~200 words the mean is 0.997 and the minimum 0.985 (see nbs/04_embeddings.ipynb). 0.99 / 0.97 leave room for
+# thread-count and CPU-kernel differences while still catching a wrong tokenizer setting (truncation at 128
+# gives a mean of ~0.93 on long texts) or a wrong pooling (CLS pooling gives ~0.6).
+MEAN_COS_MIN, MIN_COS_MIN = 0.995, 0.99
+
+
+@pytest.fixture(scope="module")
+def torch_emb():
+    return TorchMiniLM(batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def onnx_emb():
+    return OnnxMiniLM(batch_size=8)
+
+
+@pytest.mark.parametrize("which", ["torch_emb", "onnx_emb"])
+def test_shapes_and_normalisation(which, request):
+    emb = request.getfixturevalue(which)
+    assert emb.dim == 384 and emb.max_tokens == 256 and emb.name.startswith("all-MiniLM-L6-v2/")
+    v = emb.encode(SENTENCES)
+    assert v.shape == (len(SENTENCES), 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    e = emb.encode([])
+    assert e.shape == (0, 384) and e.dtype == np.float32
+    # order is kept: each row equals the text embedded alone
+    for i in (0, 7, 14):
+        assert np.allclose(emb.encode([SENTENCES[i]])[0], v[i], atol=1e-4)
+    assert emb.count_tokens(["Hello world"]) == 4  # [CLS] hello world [SEP]
+    assert emb.count_tokens([SENTENCES[14]]) == 256  # truncated
+    assert emb.count_tokens([]) == 0
+
+
+def test_backends_agree(torch_emb, onnx_emb):
+    assert torch_emb.name != onnx_emb.name
+    cos = (torch_emb.encode(SENTENCES) * onnx_emb.encode(SENTENCES)).sum(axis=1)
+    assert cos.mean() > MEAN_COS_MIN, cos
+    assert cos.min() > MIN_COS_MIN, cos
+    # and they rank the same nearest neighbour for a query
+    q = "Which film did Peyton Reed direct for Marvel?"
+    for emb in (torch_emb, onnx_emb):
+        assert int(np.argmax(emb.encode(SENTENCES) @ emb.encode([q])[0])) == 1
+
+
+def test_cache_round_trip(tmp_path, onnx_emb):
+    cache = EmbeddingCache(tmp_path / "nested" / "dir" / "emb.sqlite")
+    m1, s1 = embed_with_cache(onnx_emb, SENTENCES, cache, commit_every=7)
+    assert (s1["hits"], s1["misses"]) == (0, len(SENTENCES)) and s1["embedded_tokens"] > 0
+    assert len(cache) == len(SENTENCES)
+    # a fresh handle on the same file (another process would see the same)
+    m2, s2 = embed_with_cache(onnx_emb, SENTENCES, EmbeddingCache(cache.path))
+    assert (s2["hits"], s2["misses"], s2["embedded_tokens"]) == (len(SENTENCES), 0, 0)
+    assert np.array_equal(m1, m2)
+    # entries are per model
+    assert EmbeddingCache(cache.path).get_many("another/model", [text_key(SENTENCES[0])]) == {}
+
+
+def test_duplicate_embedded_once(tmp_path, onnx_emb):
+    calls = []
+
+    class Counting:
+        name, dim, max_tokens = onnx_emb.name, onnx_emb.dim, onnx_emb.max_tokens
+        def encode(self, texts, progress=False):
+            calls.append(list(texts))
+            return onnx_emb.encode(texts)
+        def count_tokens(self, texts): return onnx_emb.count_tokens(texts)
+
+    texts = ["same text", "other text", "same text", "same text"]
+    m, s = embed_with_cache(Counting(), texts, EmbeddingCache(tmp_path / "c.sqlite"))
+    assert sum(len(c) for c in calls) == 2 and (s["misses"], s["distinct"], s["texts"]) == (2, 2, 4)
+    assert np.array_equal(m[0], m[2]) and np.array_equal(m[0], m[3]) and not np.array_equal(m[0], m[1])
+    # without a cache too
+    calls.clear()
+    m, s = embed_with_cache(Counting(), texts, None)
+    assert sum(len(c) for c in calls) == 2 and s["hits"] == 0
+
+
+def test_resume_after_interruption(tmp_path, onnx_emb):
+    class Failing:
+        name, dim, max_tokens = onnx_emb.name, onnx_emb.dim, onnx_emb.max_tokens
+        n = 0
+        def encode(self, texts, progress=False):
+            Failing.n += 1
+            if Failing.n == 3: raise KeyboardInterrupt
+            return onnx_emb.encode(texts)
+        def count_tokens(self, texts): return onnx_emb.count_tokens(texts)
+
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    with pytest.raises(KeyboardInterrupt):
+        embed_with_cache(Failing(), SENTENCES, cache, commit_every=5)
+    assert len(cache) == 10  # the two finished slices were kept
+    _, s = embed_with_cache(onnx_emb, SENTENCES, cache, commit_every=5)
+    assert (s["hits"], s["misses"]) == (10, 10)
+
+
+def _writer(path, w):
+    c = EmbeddingCache(path)
+    for j in range(20):
+        c.put_many("m", {f"{w}-{j}-{i}": np.full(8, i, np.float32) for i in range(10)})
+
+
+def test_concurrent_writer_processes(tmp_path):
+    import multiprocessing as mp
+    path = tmp_path / "c.sqlite"
+    EmbeddingCache(path)
+    ctx = mp.get_context("spawn")
+    ps = [ctx.Process(target=_writer, args=(path, w)) for w in range(3)]
+    for p in ps: p.start()
+    for p in ps: p.join(60)
+    assert all(p.exitcode == 0 for p in ps)
+    assert len(EmbeddingCache(path)) == 3 * 20 * 10
