@@ -1,0 +1,47 @@
+# fanin — the README's commands. Everything runs from .venv/ (created by `make setup`).
+VENV    := .venv
+PY      := $(VENV)/bin/python
+FANIN   := $(VENV)/bin/fanin
+# CPU build of PyTorch (needed by sentence-transformers); installed first so no CUDA build is pulled in
+TORCH   ?= torch==2.13.0
+
+.PHONY: setup reproduce test bench sweep lab export clean-nbs check-sync data
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+data: setup
+	$(FANIN) data
+
+# the default experiment (all 12 domains x bm25, dense, long_context, oracle at the paper's k) and the top-k sweep,
+# through DVC: a rerun with nothing changed does nothing
+reproduce: setup
+	$(VENV)/bin/dvc repro
+	@echo "report: outputs/report.md"
+
+test: setup
+	$(PY) -m pytest -q tests
+
+bench: setup
+	$(FANIN) bench
+
+sweep: setup
+	$(FANIN) sweep
+
+lab: setup
+	$(PY) -m pip install --quiet -e ".[lab]"
+	$(VENV)/bin/jupyter lab nbs
+
+# notebooks are the source: export them into src/fanin and strip outputs/metadata
+export: setup
+	$(VENV)/bin/nbdev-export
+	$(VENV)/bin/nbdev-clean
+
+check-sync: setup
+	$(VENV)/bin/nbdev-export && $(VENV)/bin/nbdev-clean
+	git diff --exit-code -- nbs src || (echo "nbs/ and src/fanin are out of sync or notebooks are not clean: run 'make export' and commit"; exit 1)
