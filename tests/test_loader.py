@@ -65,3 +65,15 @@ def test_fixture_resolution_and_unresolved_is_reported():
     # boilerplate is stripped
     doc = b.corpus("nature")["nature/Typhoon Vicente Signal No 10 raised"]
     assert "https://" not in doc.text and "Hurricane Signal No. 10" in doc.text
+
+
+def test_cli_stats_on_real_data(real_data_root):
+    import subprocess, sys, io
+    import pandas as pd
+    r = subprocess.run([sys.executable, "-m", "fanin.cli", "stats", "dataset=wildgraphbench"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(io.StringIO(r.stdout))
+    assert list(df.columns) == STATS_COLUMNS and len(df) == 13 * 4
+    tot = df[(df.domain == "all")].set_index("qtype")
+    assert tot.loc["single-fact", "questions"] == 667 and tot.loc["multi-fact", "questions"] == 191 and tot.loc["summary", "questions"] == 339
+    assert tot.loc["multi-fact", "fan_in_2"] == 130 and tot.loc["all", "unresolved_refs"] == 0
