@@ -49,7 +49,6 @@ class System:
         self.corpus = corpus
         t0 = time.perf_counter()
         if store is None:
-            tmp = None
             info = self._build(corpus, None)
             self._stats = {"index_seconds": time.perf_counter() - t0, "index_bytes": 0, "loaded": False, **info}
             return self
@@ -145,7 +144,6 @@ class BM25System(ChunkedSystem):
     def _build(self, corpus, folder):
         from rank_bm25 import BM25Okapi
         self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
-        docs = [d.text for d in corpus]
         toks = [lexical_tokens(corpus[c.doc_id].text[c.start:c.end]) for c in self.chunks]
         self.bm25 = BM25Okapi(toks, k1=self.k1, b=self.b) if toks else None
         if folder is not None:

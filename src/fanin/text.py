@@ -49,12 +49,10 @@ def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
         raise ValueError(f"chunking needs size > 0 and 0 <= overlap < size; got size={size}, overlap={overlap}")
     starts = [m.start() for m in TOKEN_RE.finditer(text)]
     if not starts: return []
-    ends = None
     out, step, n = [], size - overlap, len(starts)
     for i in range(0, n, step):
         j = min(i + size, n)
-        # end of token j-1: the start of token j is beyond it; find the real end lazily
-        end = starts[j] if j < n else len(text)
+        end = starts[j] if j < n else len(text)  # cut before token j, then drop the trailing white space
         out.append((starts[i], len(text[starts[i]:end].rstrip()) + starts[i]))
         if j == n: break
     return out
