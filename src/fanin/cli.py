@@ -39,9 +39,19 @@ def planned_runs(overrides) -> list[Path]:
 def cmd_run(overrides, stages):
     from fanin.pipeline import run
     from fanin.report import experiment_tables
-    folders = run(overrides, stages)
     cfg = compose(overrides)
-    for f in folders: print(f"run: {f}")
+    stages = stages or list(cfg.get("stages") or ["index", "retrieve", "evaluate", "tables"])
+    folders = run(overrides, stages)
+    for f in folders:
+        print(f"run: {f}")
+        if (f / "ledger.json").exists():
+            led = json.loads((f / "ledger.json").read_text())
+            print("ledger: " + " ".join(f"{k}={led[k]}" for k in ("requests", "calls", "cache_hits", "cache_misses", "failures",
+                                                                  "prompt_tokens", "completion_tokens")))
+    if "judge" in stages:
+        from fanin.report import answer_tables
+        p = answer_tables(folders, table_name(cfg), resolve_path(cfg.paths.outputs) / "tables")
+        print(f"answer tables: {p}")
     if "tables" in stages:
         paths = experiment_tables(folders, table_name(cfg), cfg.fan_in_bins, resolve_path(cfg.paths.outputs) / "tables")
         print(f"tables: {paths['by_fan_in_bin'].parent}/{table_name(cfg)}_*.csv")
@@ -170,7 +180,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="fanin", description="fanin: evidence construction judged by fan-in. Every command takes Hydra overrides.")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="index -> retrieve -> evaluate -> tables for the configured system(s)")
-    r.add_argument("--stages", default="index,retrieve,evaluate,tables")
+    r.add_argument("--stages", default=None, help="comma-separated subset of index,retrieve,evaluate,tables,answer,judge "
+                   "(default: the experiment's `stages`, else the four retrieval stages)")
     for name, h in [("stats", "questions by domain x type with fan-in counts (CSV)"), ("data-report", "resolution report and statistics to outputs/data"),
                     ("metrics", "per-question metrics of an experiment's runs, and overall ER/EP/hit (outputs/metrics)"),
                     ("tables", "fan-in tables of an experiment (outputs/tables)"),
@@ -185,7 +196,7 @@ def main(argv=None):
     if bad: p.error(f"unknown option(s) {bad}; Hydra overrides look like key=value")
     try:
         if args.cmd == "run":
-            stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+            stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else []
             from fanin.pipeline import STAGES
             unknown = [s for s in stages if s not in STAGES]
             if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")

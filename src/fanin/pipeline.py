@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
+import re
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from importlib import metadata
 from pathlib import Path
 from typing import Sequence
@@ -19,14 +22,18 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from .config import (compose, config_hash, instantiate, k_for, repo_root, resolve_path, run_key, system_hash)
+from .config import (ConfigError, compose, config_dir, config_hash, fan_in_bin, instantiate, k_for, repo_root,
+                          resolve_path, run_key, system_hash)
+from .judges import answer_table
+from .llm import LLM, Ledger
 from .metrics import evidence_metrics, fan_in_tables
-from .schema import JsonlAppender, Pack, read_jsonl, write_jsonl
+from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 
 # %% auto #0
-__all__ = ['PACKAGES', 'STAGES', 'load_dataset', 'make_system', 'index_store', 'run_dir', 'git_commit', 'versions',
-           'write_manifest', 'stage_index', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'run_system',
-           'system_configs', 'run', 'collect']
+__all__ = ['PACKAGES', 'RETRIEVAL_STAGES', 'STAGES', 'load_dataset', 'make_system', 'index_store', 'run_dir', 'git_commit',
+           'versions', 'write_manifest', 'stage_index', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
+           'answer_sample', 'answer_folder', 'stage_answer', 'stage_judge', 'judge_nodes', 'needs_llm_server',
+           'make_llm', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
@@ -160,11 +167,118 @@ def stage_tables(cfg: DictConfig, df: pd.DataFrame, folder: Path) -> dict[str, p
     for name, t in tabs.items(): t.to_csv(folder / "tables" / f"{name}.csv", index=False, float_format="%.6g")
     return tabs
 
+# %% ../../nbs/07_pipeline.ipynb #b2c4e6a2
+def answer_sample(cfg: DictConfig, bench) -> list:
+    "The questions of the answer stage: `answer.per_domain_type` per (domain, type), drawn with `answer.seed`; all when null."
+    a = cfg.get("answer") or {}
+    n, insts = a.get("per_domain_type"), bench.instances()
+    if n is None: return insts
+    rng, cells = random.Random(a.get("seed", 0)), defaultdict(list)
+    for i in sorted(insts, key=lambda i: i.id): cells[(i.domain, i.qtype)].append(i)
+    keep = {i.id for key in sorted(cells) for i in rng.sample(cells[key], min(int(n), len(cells[key])))}
+    return [i for i in insts if i.id in keep]
+
+
+def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
+    "Where one reader x LLM x sample's answers of a run live."
+    ident = {"reader": reader.setting(), "llm": llm.setting(), "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
+    ident["sample"].pop("judges", None)
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", llm.model.split("/")[-1]).strip("-")
+    return folder / f"answers-{reader.name}-{slug}-{config_hash(ident)}"
+
+
+def _topic(bench, domain):
+    try: return f"{bench.topic_dir(domain).name} ({domain})"
+    except Exception: return domain
+
+
+def stage_answer(cfg: DictConfig, bench, folder: Path, llm, reader) -> Path:
+    "Answer the sample's questions from the run's packs; writes answers.jsonl (failed calls are rows with the reason)."
+    out = answer_folder(cfg, folder, llm, reader)
+    out.mkdir(parents=True, exist_ok=True)
+    packs = {p.instance_id: p for p in read_jsonl(folder / "packs.jsonl.gz", Pack)}
+    hints = {d: _topic(bench, d) for d in bench.domains}
+
+    def one(inst):
+        if inst.id not in packs:
+            return Answer(instance_id=inst.id, system=cfg.system.name, reader=reader.name, model=llm.model, status="failed",
+                          error="no pack: the retrieve stage failed for this question (see failures.jsonl)")
+        return reader.answer(llm, inst, packs[inst.id], hints.get(inst.domain, inst.domain))
+
+    sample = answer_sample(cfg, bench)
+    rows = llm.map(one, list(_progress(cfg, sample, desc=f"answer {cfg.system.name}", leave=False)))
+    write_jsonl(out / "answers.jsonl", rows)
+    write_manifest(out, reader=reader.setting(), llm=llm.setting(), questions=len(rows),
+                   failed=sum(r.status == "failed" for r in rows))
+    return out
+
+
+def stage_judge(cfg: DictConfig, bench, out: Path, llm, judges) -> pd.DataFrame:
+    "Apply every judge to the answers in `out`; writes judgments-<judge>.jsonl and answer_metrics.csv."
+    answers = read_jsonl(out / "answers.jsonl", Answer)
+    insts = {i.id: i for i in bench.instances()}
+    rows = []
+    for judge in judges:
+        js = llm.map(lambda a: judge.judge(insts[a.instance_id], a, llm if judge.kind == "llm" else None), answers) \
+            if llm is not None else [judge.judge(insts[a.instance_id], a, None) for a in answers]
+        write_jsonl(out / f"judgments-{judge.name}.jsonl", js)
+        for j in js:
+            i = insts[j.instance_id]
+            rows.append({"instance_id": i.id, "system": j.system, "domain": i.domain, "qtype": i.qtype, "fan_in": i.fan_in,
+                         "fan_in_bin": fan_in_bin(i.fan_in, cfg.fan_in_bins) if i.fan_in > 0 else "no_gold",
+                         "judge": j.judge, "kind": j.kind, "status": j.status, "error": j.error, **j.scores})
+    df = pd.DataFrame(rows)
+    df.to_csv(out / "answer_metrics.csv", index=False)
+    write_manifest(out, judges=[j.setting() for j in judges])
+    return df
+
 # %% ../../nbs/07_pipeline.ipynb #6b37d7cc
-STAGES = ("index", "retrieve", "evaluate", "tables")
+RETRIEVAL_STAGES = ("index", "retrieve", "evaluate", "tables")
+STAGES = RETRIEVAL_STAGES + ("answer", "judge")
 
 
-def run_system(cfg: DictConfig, stages: Sequence[str] = STAGES, bench=None) -> Path:
+def judge_nodes(cfg: DictConfig) -> list[DictConfig]:
+    "The judge configs `answer.judges` names (configs/judge/<name>.yaml; `judge.*` overrides apply to the one it selects)."
+    nodes = []
+    for n in (cfg.get("answer") or {}).get("judges") or [cfg.judge.name]:
+        if n == cfg.judge.name: nodes.append(cfg.judge); continue
+        f = config_dir() / "judge" / f"{n}.yaml"
+        if not f.exists():
+            have = sorted(p.stem for p in (config_dir() / "judge").glob("*.yaml"))
+            raise ConfigError(f"answer.judges: unknown judge {n!r}; available: {', '.join(have)}")
+        nodes.append(OmegaConf.load(f))
+    return nodes
+
+
+def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
+    "True when a stage will call the LLM: answering, or judging with an LLM judge."
+    return "answer" in stages or ("judge" in stages and any(str(n.get("_target_", "")).split(".")[-1] != "ProxyJudge"
+                                                              for n in judge_nodes(cfg)))
+
+
+def make_llm(cfg: DictConfig, ledger: Ledger | None = None) -> LLM:
+    "The LLM the config names (`llm`), with the lab's cache; not started (use it as a context manager to start a server)."
+    return instantiate(cfg.llm, cache_path=str(resolve_path(cfg.paths.llm_cache)), ledger=ledger or Ledger())
+
+
+def run_answers(cfg: DictConfig, stages: Sequence[str], bench, folder: Path, llm: LLM) -> dict:
+    "The answer and judge stages of one run folder; returns a summary for the manifest."
+    reader = instantiate(cfg.reader)
+    out = stage_answer(cfg, bench, folder, llm, reader) if "answer" in stages else answer_folder(cfg, folder, llm, reader)
+    summary = {"answers": str(out.relative_to(folder))}
+    if "judge" in stages:
+        if not (out / "answers.jsonl").exists():
+            raise FileNotFoundError(f"{out / 'answers.jsonl'}: no answers to judge; run the answer stage first (--stages answer,judge)")
+        df = stage_judge(cfg, bench, out, llm, [instantiate(n) for n in judge_nodes(cfg)])
+        (out / "tables").mkdir(exist_ok=True)
+        for by in (["judge", "system", "fan_in_bin"], ["judge", "system", "qtype"], ["judge", "system", "domain"]):
+            answer_table(df, by).to_csv(out / "tables" / f"by_{by[-1]}.csv", index=False, float_format="%.6g")
+        summary["judged"] = int((df.status == "ok").sum()) if len(df) else 0
+        summary["judge_missing"] = int((df.status != "ok").sum()) if len(df) else 0
+    return summary
+
+
+def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=None, llm: LLM | None = None) -> Path:
     "Run one system (cfg.system) through the stages; returns its run folder."
     bench = bench or load_dataset(cfg)
     folder = run_dir(cfg, bench)
@@ -186,6 +300,17 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = STAGES, bench=None) -> P
     if df is not None:
         summary = {"questions": int(len(df)), "failed": int((df.status == "failed").sum()),
                    "er": float(df.er.mean()), "ep": float(df.ep.mean()), "hit": float(df.hit.mean())}
+    if "answer" in stages or "judge" in stages:
+        own = llm is None
+        llm = llm or make_llm(cfg)
+        llm.ledger = Ledger()
+        try:
+            if own and needs_llm_server(cfg, stages): llm.__enter__()
+            summary.update(run_answers(cfg, stages, bench, folder, llm))
+        finally:
+            if own: llm.__exit__(None, None, None)
+            llm.ledger.write(folder / "ledger.json")
+        summary["ledger"] = {k: v for k, v in llm.ledger.to_dict().items() if k != "by_stage_system"}
     write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary=summary,
                    finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     return folder
@@ -199,12 +324,24 @@ def system_configs(cfg_or_overrides) -> list[DictConfig]:
     return [compose(overrides + [f"system={n}"]) if n != cfg.system.name else cfg for n in names]
 
 
-def run(overrides: Sequence[str] = (), stages: Sequence[str] = STAGES) -> list[Path]:
-    "Compose the configuration and run every system it names; returns the run folders."
+def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> list[Path]:
+    """Compose the configuration and run every system it names; returns the run folders.
+    `stages`: None = the experiment's `stages` if it sets them, else the retrieval stages. One LLM (one embedded server)
+    serves every system of the call."""
     folders, bench = [], None
-    for cfg in system_configs(overrides):
-        bench = bench if bench is not None and bench.domains == list(_domains(cfg)) else load_dataset(cfg)
-        folders.append(run_system(cfg, stages, bench))
+    cfgs = system_configs(overrides)
+    stages = list(stages or cfgs[0].get("stages") or RETRIEVAL_STAGES)
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
+    llm = make_llm(cfgs[0]) if ("answer" in stages or "judge" in stages) else None
+    server = llm is not None and needs_llm_server(cfgs[0], stages)
+    try:
+        if server: llm.__enter__()
+        for cfg in cfgs:
+            bench = bench if bench is not None and bench.domains == list(_domains(cfg)) else load_dataset(cfg)
+            folders.append(run_system(cfg, stages, bench, llm))
+    finally:
+        if server: llm.__exit__(None, None, None)
     return folders
 
 

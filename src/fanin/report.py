@@ -17,8 +17,8 @@ from .config import compose, resolve_path
 from .metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
-__all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'fig_by_fan_in', 'fig_topk',
-           'write_report']
+__all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_setting_line', 'answer_tables',
+           'fig_by_fan_in', 'fig_topk', 'write_report']
 
 # %% ../../nbs/08_report.ipynb #e859884a
 def setting_line(manifests: Sequence[dict]) -> str:
@@ -64,6 +64,44 @@ def experiment_tables(folders, name: str, bins, out_dir=None) -> dict[str, Path]
     paths = {k: write_table(v, out_dir / f"{name}_{k}.csv", setting) for k, v in tabs.items()}
     paths["per_question"] = write_table(add_fan_in_bin(df, bins), out_dir / f"{name}_per_question.csv", setting)
     return paths
+
+# %% ../../nbs/08_report.ipynb #c3d5e7f2
+def _answer_dirs(folders) -> list[Path]:
+    return [d for f in folders for d in sorted(Path(f).glob("answers-*")) if (d / "answer_metrics.csv").exists()]
+
+
+def answer_setting_line(folders) -> str:
+    "The setting card of an answer table: retrieval setting, reader, LLM, judges, prompt versions, calls, cache, tokens."
+    dirs = _answer_dirs(folders)
+    if not dirs: return "no judged answers"
+    am = [json.loads((d / "manifest.json").read_text()) for d in dirs]
+    led = [json.loads((Path(f) / "ledger.json").read_text()) for f in folders if (Path(f) / "ledger.json").exists()]
+    tot = {k: sum(l.get(k, 0) for l in led) for k in ("requests", "calls", "cache_hits", "cache_misses", "failures",
+                                                       "prompt_tokens", "completion_tokens")}
+    hr = tot["cache_hits"] / (tot["cache_hits"] + tot["cache_misses"]) if tot["cache_hits"] + tot["cache_misses"] else float("nan")
+    readers = sorted({f"{m['reader']['reader']} ({m['reader']['prompt']}, {m['reader']['closed_book_prompt']}, "
+                      f"evidence_chars={m['reader']['evidence_chars']})" for m in am})
+    llms = sorted({f"{m['llm']['provider']}:{m['llm']['model']} (T={m['llm']['temperature']}, seed={m['llm']['seed']})" for m in am})
+    judges = sorted({j["judge"] + ("[proxy]" if j["kind"] == "proxy" else f"[llm {','.join(j.get('prompts', []))}]")
+                     for m in am for j in m.get("judges", [])})
+    retrieval = setting_line(manifests(folders)).replace("; judge=deterministic document-level", "")
+    return (f"{retrieval}; reader={', '.join(readers)}; reader model={', '.join(llms)}; judges={', '.join(judges)} "
+            f"(judge model = reader model for LLM judges); LLM requests={tot['requests']} server calls={tot['calls']} "
+            f"cache hit rate={hr:.2f} failures={tot['failures']} tokens={tot['prompt_tokens']}+{tot['completion_tokens']}")
+
+
+def answer_tables(folders, name: str, out_dir=None) -> Path:
+    "Answer scores of an experiment's runs by judge x system x fan-in bin / type, to `outputs/tables/<name>_answers_*.csv`."
+    from fanin.judges import answer_table
+    out_dir = Path(out_dir or resolve_path("outputs") / "tables")
+    dirs = _answer_dirs(folders)
+    if not dirs: raise FileNotFoundError(f"no judged answers under {', '.join(map(str, folders))}: run the answer and judge stages")
+    df = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in dirs], ignore_index=True)
+    setting = answer_setting_line(folders)
+    for by in ("fan_in_bin", "qtype"):
+        write_table(answer_table(df, ["judge", "system", by]), out_dir / f"{name}_answers_by_{by}.csv", setting)
+    write_table(df, out_dir / f"{name}_answers_per_question.csv", setting)
+    return out_dir / f"{name}_answers_by_fan_in_bin.csv"
 
 # %% ../../nbs/08_report.ipynb #92c5629b
 def _plt():

@@ -10,13 +10,13 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Type, TypeVar
+from typing import Any, Iterable, Iterator, Literal, Type, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
-__all__ = ['R', 'Document', 'Instance', 'Unit', 'Pack', 'Corpus', 'RecordError', 'parse_record', 'iter_jsonl', 'read_jsonl',
-           'write_jsonl', 'JsonlAppender']
+__all__ = ['R', 'Document', 'Instance', 'Unit', 'Pack', 'Corpus', 'Answer', 'Judgment', 'RecordError', 'parse_record',
+           'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender']
 
 # %% ../../nbs/00_schema.ipynb #b7103a46
 class _Record(BaseModel):
@@ -91,6 +91,36 @@ class Corpus:
     def ids(self) -> list[str]: return [d.id for d in self.docs]
     @property
     def n_chars(self) -> int: return sum(len(d.text) for d in self.docs)
+
+# %% ../../nbs/00_schema.ipynb #a5e1c0d2
+class Answer(_Record):
+    "What a reader answered for one instance from one system's pack; a failed call is status=failed with the reason."
+    instance_id: str = Field(min_length=1)
+    system: str
+    reader: str
+    model: str = ""
+    prompt_version: str = ""
+    status: Literal["ok", "failed"]
+    text: str = ""
+    error: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    cached: bool = False
+    cache_key: str = ""
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class Judgment(_Record):
+    "One judge's scores for one answer, with the detail behind them; a failed judgment has status=failed and no scores."
+    instance_id: str = Field(min_length=1)
+    system: str
+    judge: str
+    kind: Literal["llm", "proxy"]
+    status: Literal["ok", "failed"]
+    scores: dict[str, float | None] = Field(default_factory=dict)
+    error: str = ""
+    detail: dict[str, Any] = Field(default_factory=dict)
 
 # %% ../../nbs/00_schema.ipynb #6f0da25d
 R = TypeVar("R", bound=BaseModel)
