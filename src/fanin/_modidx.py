@@ -141,6 +141,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                            'fanin.llm.LLM.close': ('llm.html#llm.close', 'fanin/llm.py'),
                            'fanin.llm.LLM.map': ('llm.html#llm.map', 'fanin/llm.py'),
                            'fanin.llm.LLM.model': ('llm.html#llm.model', 'fanin/llm.py'),
+                           'fanin.llm.LLM.request': ('llm.html#llm.request', 'fanin/llm.py'),
                            'fanin.llm.LLM.setting': ('llm.html#llm.setting', 'fanin/llm.py'),
                            'fanin.llm.LLMCache': ('llm.html#llmcache', 'fanin/llm.py'),
                            'fanin.llm.LLMCache.__init__': ('llm.html#llmcache.__init__', 'fanin/llm.py'),
