@@ -4,6 +4,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
   'syms': { 'fanin.bench': { 'fanin.bench.bench_embedding': ('bench.html#bench_embedding', 'fanin/bench.py'),
                              'fanin.bench.bench_main': ('bench.html#bench_main', 'fanin/bench.py'),
                              'fanin.bench.bench_one': ('bench.html#bench_one', 'fanin/bench.py'),
+                             'fanin.bench.bench_reader': ('bench.html#bench_reader', 'fanin/bench.py'),
                              'fanin.bench.format_line': ('bench.html#format_line', 'fanin/bench.py'),
                              'fanin.bench.peak_rss_mb': ('bench.html#peak_rss_mb', 'fanin/bench.py')},
             'fanin.cli': { 'fanin.cli._finished_runs': ('cli.html#_finished_runs', 'fanin/cli.py'),

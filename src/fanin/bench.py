@@ -19,7 +19,7 @@ import numpy as np
 from .config import compose, instantiate, resolve_path
 
 # %% auto #0
-__all__ = ['peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main']
+__all__ = ['peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main', 'bench_reader']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
 def peak_rss_mb() -> float:
@@ -82,6 +82,7 @@ def bench_main(systems, domains, overrides=(), one=None):
         print(json.dumps(bench_one(one[0], one[1], overrides)))
         return
     print(bench_embedding(overrides), flush=True)
+    print(bench_reader(overrides), flush=True)
     for d in domains:
         for s in systems:
             r = subprocess.run([sys.executable, "-m", "fanin.cli", "bench", "--one", s, d, *overrides], capture_output=True, text=True)
@@ -89,3 +90,38 @@ def bench_main(systems, domains, overrides=(), one=None):
                 print(f"bench system={s} domain={d} error={r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}", flush=True)
                 continue
             print(format_line(json.loads(r.stdout.strip().splitlines()[-1])), flush=True)
+
+# %% ../../nbs/10_bench.ipynb #e7b1c2d2
+def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 10) -> str:
+    "Embedded server start time; reader answers/s and p50 latency on real 10-unit packs, cache off; warm replay calls."
+    from fanin.llm import Ledger
+    from fanin.pipeline import load_dataset, make_llm
+    from fanin.readers import Reader
+    from fanin.schema import Pack
+    cfg = compose([f"dataset.domains=[{domain}]", "system=bm25", "progress=false", *overrides])
+    bench = load_dataset(cfg)
+    system = instantiate(cfg.system)
+    system.index(bench.corpus(domain), None)
+    insts = bench.instances(domain)[:n]
+    packs = [Pack(instance_id=i.id, system="bm25", units=system.retrieve(i.query, k, i)) for i in insts]
+    reader = instantiate(cfg.reader)
+    with tempfile.TemporaryDirectory() as tmp:
+        llm = make_llm(cfg)
+        llm.cache = None  # cold: every answer is a server call
+        with llm:
+            start_s = llm.server.startup_s if llm.server is not None else float("nan")
+            reader.answer(llm, insts[0], packs[0])  # warm-up
+            lat, toks = [], []
+            t0 = time.perf_counter()
+            for i, p in zip(insts, packs):
+                a = reader.answer(llm, i, p); lat.append(a.latency_ms); toks.append(a.prompt_tokens)
+            wall = time.perf_counter() - t0
+            from fanin.llm import LLMCache
+            llm.cache = LLMCache(Path(tmp) / "c.sqlite")
+            for i, p in zip(insts, packs): reader.answer(llm, i, p)
+            llm.ledger = Ledger()
+            for i, p in zip(insts, packs): reader.answer(llm, i, p)
+            warm_calls = llm.ledger.totals()["calls"]
+    return (f"bench reader model={llm.model} server_start_s={start_s:.2f} pack_units={k} evidence_chars={reader.evidence_chars} "
+            f"answers={len(lat)} answers_per_s={len(lat) / wall:.2f} p50_ms={float(np.percentile(lat, 50)):.0f} "
+            f"prompt_tokens_p50={float(np.percentile(toks, 50)):.0f} warm_rerun_calls={warm_calls}")

@@ -189,6 +189,13 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
               "## By domain", "", _md(tabs["by_domain"]), ""]
     failed = df[df.status != "ok"]
     lines += ["## Failures", "", f"{len(failed)} questions failed retrieval (listed in each run's failures.jsonl)." if len(failed) else "No question failed.", ""]
+    if _answer_dirs(folders):
+        from fanin.judges import answer_table
+        adf = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in _answer_dirs(folders)], ignore_index=True)
+        lines += ["## Answers (reader + judges)", "", f"Setting: {answer_setting_line(folders)}.", "",
+                  "Scores 0–100. `proxy_*` columns are deterministic lexical proxies, not the papers' LLM judges; "
+                  "`missing` counts answers or judgments that failed (left out of the means, never scored 0).", "",
+                  _md(answer_table(adf, ["judge", "system", "fan_in_bin"])), ""]
     if topk is not None and len(topk):
         lines += ["## Top-k sweep", "", _md(topk), "", "![top-k](figures/topk_er_ep.png)", ""]
     out.parent.mkdir(parents=True, exist_ok=True)
