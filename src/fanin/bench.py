@@ -19,7 +19,8 @@ import numpy as np
 from .config import compose, instantiate, resolve_path
 
 # %% auto #0
-__all__ = ['peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main', 'bench_reader']
+__all__ = ['peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main', 'bench_reader', 'bench_segment',
+           'bench_evidence']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
 def peak_rss_mb() -> float:
@@ -83,6 +84,8 @@ def bench_main(systems, domains, overrides=(), one=None):
         return
     print(bench_embedding(overrides), flush=True)
     print(bench_reader(overrides), flush=True)
+    print(bench_segment(overrides), flush=True)
+    print(bench_evidence(overrides), flush=True)
     for d in domains:
         for s in systems:
             r = subprocess.run([sys.executable, "-m", "fanin.cli", "bench", "--one", s, d, *overrides], capture_output=True, text=True)
@@ -125,3 +128,33 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 10)
     return (f"bench reader model={llm.model} server_start_s={start_s:.2f} pack_units={k} evidence_chars={reader.evidence_chars} "
             f"answers={len(lat)} answers_per_s={len(lat) / wall:.2f} p50_ms={float(np.percentile(lat, 50)):.0f} "
             f"prompt_tokens_p50={float(np.percentile(toks, 50)):.0f} warm_rerun_calls={warm_calls}")
+
+# %% ../../nbs/10_bench.ipynb #e7b1c2d4
+def bench_segment(overrides=(), domain: str = "culture") -> str:
+    "Canonical segmentation throughput on one domain's cleaned pages."
+    from fanin.pipeline import load_dataset
+    from fanin.segment import segment_text
+    cfg = compose([f"dataset.domains=[{domain}]", *overrides])
+    texts = [d.text for d in load_dataset(cfg).corpus(domain)]
+    chars = sum(map(len, texts))
+    t = time.perf_counter(); n = sum(len(segment_text(x)) for x in texts); dt = time.perf_counter() - t
+    return f"bench segment domain={domain} chars={chars} segments={n} seconds={dt:.2f} chars_per_s={chars / dt:.0f}"
+
+
+def bench_evidence(overrides=(), experiment: str = "paper") -> str:
+    "The document-level evidence judge over all questions x the experiment's existing run folders (packs.jsonl.gz)."
+    from fanin.evidence import DocumentEvidenceJudge
+    from fanin.pipeline import load_dataset
+    from fanin.schema import Pack, read_jsonl
+    cfg = compose([*overrides])
+    bench = load_dataset(cfg)
+    insts = {i.id: i for i in bench.instances()}
+    folders = sorted(p.parent for p in (resolve_path(cfg.paths.outputs) / experiment).glob("*-all-*/packs.jsonl.gz"))
+    if not folders: return f"bench evidence experiment={experiment} error=no packs under outputs/{experiment} (run make reproduce first)"
+    judge, n = DocumentEvidenceJudge(), 0
+    t = time.perf_counter()
+    for f in folders:
+        for p in read_jsonl(f / "packs.jsonl.gz", Pack):
+            judge.judge(p, insts[p.instance_id]); n += 1
+    dt = time.perf_counter() - t
+    return f"bench evidence judge=document runs={len(folders)} packs={n} seconds={dt:.1f} packs_per_s={n / dt:.0f}"

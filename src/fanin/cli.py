@@ -15,8 +15,8 @@ import pandas as pd
 from .config import ConfigError, compose, resolve_path
 
 # %% auto #0
-__all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'topk_frame', 'cmd_metrics',
-           'cmd_tables', 'cmd_report', 'cmd_sweep', 'main']
+__all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'topk_frame',
+           'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_sweep', 'main']
 
 # %% ../../nbs/09_cli.ipynb #772bd763
 def table_name(cfg) -> str:
@@ -55,6 +55,17 @@ def cmd_run(overrides, stages):
     if "tables" in stages:
         paths = experiment_tables(folders, table_name(cfg), cfg.fan_in_bins, resolve_path(cfg.paths.outputs) / "tables")
         print(f"tables: {paths['by_fan_in_bin'].parent}/{table_name(cfg)}_*.csv")
+
+
+def cmd_segment(file, target=120, max_tokens=180, min_tokens=40):
+    "Print the canonical segments of a UTF-8 text file as JSON lines {text, tokens}."
+    from fanin.segment import segment_text
+    p = Path(file)
+    if not p.is_file(): raise ConfigError(f"{file}: no such file; `fanin segment FILE` reads a UTF-8 text file")
+    try: text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e: raise ConfigError(f"{file}: not UTF-8 text (byte {e.start}); convert it first, e.g. iconv -t UTF-8")
+    for s in segment_text(text, target, max_tokens, min_tokens):
+        sys.stdout.write(json.dumps(s.record(), ensure_ascii=False) + "\n")
 
 
 def cmd_stats(overrides):
@@ -188,6 +199,9 @@ def main(argv=None):
                     ("report", "figures and outputs/report.md"), ("sweep", "top-k sweep with papermill")]:
         sub.add_parser(name, help=h)
     d = sub.add_parser("data", help="fetch WildGraphBench (needs the internet)"); d.add_argument("--dest", default=None)
+    sg = sub.add_parser("segment", help="canonical segments (AuthTrace K.2) of a UTF-8 text file, one JSON object per line")
+    sg.add_argument("file"); sg.add_argument("--target", type=int, default=120); sg.add_argument("--max-tokens", type=int, default=180)
+    sg.add_argument("--min-tokens", type=int, default=40)
     b = sub.add_parser("bench", help="index time, query latency, index bytes, peak memory; embedding throughput")
     b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,dense,long_context,oracle,closed_book")
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
@@ -203,6 +217,7 @@ def main(argv=None):
             cmd_run(overrides, stages)
         elif args.cmd == "stats": cmd_stats(overrides)
         elif args.cmd == "data": cmd_data(args.dest)
+        elif args.cmd == "segment": cmd_segment(args.file, args.target, args.max_tokens, args.min_tokens)
         elif args.cmd == "data-report": cmd_data_report(overrides)
         elif args.cmd == "metrics": cmd_metrics(overrides)
         elif args.cmd == "tables": cmd_tables(overrides)

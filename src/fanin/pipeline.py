@@ -32,8 +32,9 @@ from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 # %% auto #0
 __all__ = ['PACKAGES', 'RETRIEVAL_STAGES', 'STAGES', 'load_dataset', 'make_system', 'index_store', 'run_dir', 'git_commit',
            'versions', 'write_manifest', 'stage_index', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
-           'answer_sample', 'answer_folder', 'stage_answer', 'stage_judge', 'judge_nodes', 'needs_llm_server',
-           'make_llm', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
+           'answer_sample', 'answer_folder', 'stage_answer', 'stage_judge', 'evidence_judge_nodes', 'stage_evidence',
+           'judge_nodes', 'needs_llm_server', 'make_llm', 'run_answers', 'run_system', 'system_configs', 'run',
+           'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
@@ -53,7 +54,7 @@ def index_store(cfg: DictConfig, domain: str) -> Path:
 
 def run_dir(cfg: DictConfig, bench) -> Path:
     from fanin.wildgraphbench import DOMAINS
-    return resolve_path(cfg.paths.outputs) / cfg.experiment_name / run_key(cfg, bench.domains, DOMAINS)
+    return resolve_path(cfg.paths.outputs) / cfg.experiment_name / run_key(cfg, bench.domains, getattr(bench, "all_domains", DOMAINS))
 
 # %% ../../nbs/07_pipeline.ipynb #138a0290
 PACKAGES = ["fanin", "numpy", "pandas", "rank-bm25", "faiss-cpu", "onnxruntime", "sentence-transformers", "torch",
@@ -232,9 +233,50 @@ def stage_judge(cfg: DictConfig, bench, out: Path, llm, judges) -> pd.DataFrame:
     write_manifest(out, judges=[j.setting() for j in judges])
     return df
 
+# %% ../../nbs/07_pipeline.ipynb #b2c4e6a4
+def evidence_judge_nodes(cfg: DictConfig) -> list[DictConfig]:
+    "The evidence-judge configs `evidence.judges` names (configs/evidence_judge/<name>.yaml)."
+    out = []
+    for n in (cfg.get("evidence") or {}).get("judges") or ["document"]:
+        f = config_dir() / "evidence_judge" / f"{n}.yaml"
+        if not f.exists():
+            have = sorted(p.stem for p in (config_dir() / "evidence_judge").glob("*.yaml"))
+            raise ConfigError(f"evidence.judges: unknown evidence judge {n!r}; available: {', '.join(have)}")
+        out.append(OmegaConf.load(f))
+    return out
+
+
+def stage_evidence(cfg: DictConfig, bench, folder: Path, llm=None) -> pd.DataFrame:
+    "Segment-level ER / EP of every pack under each evidence judge; writes evidence-<judge>.jsonl.gz and evidence_metrics.csv."
+    from fanin.evidence import EvidenceJudgment
+    packs = {p.instance_id: p for p in read_jsonl(folder / "packs.jsonl.gz", Pack)}
+    insts = bench.instances()
+    sample = {i.id for i in answer_sample(cfg, bench)}
+    rows = []
+    for node in evidence_judge_nodes(cfg):
+        judge = instantiate(node)
+        uses_llm = str(node.get("_target_", "")).endswith("LLMEvidenceJudge")
+        todo = [i for i in insts if (i.id in sample if uses_llm else True)]
+        def one(inst):
+            if inst.id not in packs:
+                return EvidenceJudgment(instance_id=inst.id, system=cfg.system.name, judge=judge.name, status="failed",
+                                        error="no pack: the retrieve stage failed for this question")
+            return judge.judge(packs[inst.id], inst, llm)
+        js = [one(i) for i in _progress(cfg, todo, desc=f"evidence {judge.name} {cfg.system.name}", leave=False)]
+        write_jsonl(folder / f"evidence-{judge.name}.jsonl.gz", js)
+        by_id = {i.id: i for i in todo}
+        for j in js:
+            i = by_id[j.instance_id]
+            rows.append({"instance_id": i.id, "system": j.system, "domain": i.domain, "qtype": i.qtype, "fan_in": i.fan_in,
+                         "judge": j.judge, "status": j.status, "error": j.error, "er": j.er, "ep": j.ep, "n_gold": j.n_gold,
+                         "n_segments": j.n_segments, "segments_cut": j.segments_cut})
+    df = pd.DataFrame(rows)
+    df.to_csv(folder / "evidence_metrics.csv", index=False)
+    return df
+
 # %% ../../nbs/07_pipeline.ipynb #6b37d7cc
 RETRIEVAL_STAGES = ("index", "retrieve", "evaluate", "tables")
-STAGES = RETRIEVAL_STAGES + ("answer", "judge")
+STAGES = RETRIEVAL_STAGES + ("evidence", "answer", "judge")
 
 
 def judge_nodes(cfg: DictConfig) -> list[DictConfig]:
@@ -252,8 +294,9 @@ def judge_nodes(cfg: DictConfig) -> list[DictConfig]:
 
 def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
     "True when a stage will call the LLM: answering, or judging with an LLM judge."
-    return "answer" in stages or ("judge" in stages and any(str(n.get("_target_", "")).split(".")[-1] != "ProxyJudge"
-                                                              for n in judge_nodes(cfg)))
+    return ("answer" in stages or ("judge" in stages and any(str(n.get("_target_", "")).split(".")[-1] != "ProxyJudge"
+                                                               for n in judge_nodes(cfg)))
+            or ("evidence" in stages and any(str(n.get("_target_", "")).endswith("LLMEvidenceJudge") for n in evidence_judge_nodes(cfg))))
 
 
 def make_llm(cfg: DictConfig, ledger: Ledger | None = None) -> LLM:
@@ -300,16 +343,21 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
     if df is not None:
         summary = {"questions": int(len(df)), "failed": int((df.status == "failed").sum()),
                    "er": float(df.er.mean()), "ep": float(df.ep.mean()), "hit": float(df.hit.mean())}
+    if llm is not None: llm.ledger = Ledger()  # this run's calls only
+    if "evidence" in stages:
+        ev = stage_evidence(cfg, bench, folder, llm)
+        summary["evidence"] = {j: {"er": float(g.er.mean()), "ep": float(g.ep.mean()), "failed": int((g.status != "ok").sum())}
+                               for j, g in ev.groupby("judge")} if len(ev) else {}
     if "answer" in stages or "judge" in stages:
         own = llm is None
         llm = llm or make_llm(cfg)
-        llm.ledger = Ledger()
         try:
             if own and needs_llm_server(cfg, stages): llm.__enter__()
             summary.update(run_answers(cfg, stages, bench, folder, llm))
         finally:
             if own: llm.__exit__(None, None, None)
-            llm.ledger.write(folder / "ledger.json")
+    if llm is not None:
+        llm.ledger.write(folder / "ledger.json")
         summary["ledger"] = {k: v for k, v in llm.ledger.to_dict().items() if k != "by_stage_system"}
     write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary=summary,
                    finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
@@ -333,7 +381,7 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     stages = list(stages or cfgs[0].get("stages") or RETRIEVAL_STAGES)
     unknown = [s for s in stages if s not in STAGES]
     if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
-    llm = make_llm(cfgs[0]) if ("answer" in stages or "judge" in stages) else None
+    llm = make_llm(cfgs[0]) if ("answer" in stages or "judge" in stages or "evidence" in stages) else None
     server = llm is not None and needs_llm_server(cfgs[0], stages)
     try:
         if server: llm.__enter__()
