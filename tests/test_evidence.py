@@ -66,7 +66,7 @@ def test_fixture_loads_and_validates():
     ds = AuthTraceFormat(FIX)
     assert ds.validate().empty
     insts = ds.instances()
-    assert [i.fan_in for i in insts] == [1, 2, 2, 2] and ds.domains == ["Mara Lind", "Tomas Varga"]
+    assert [i.fan_in for i in insts] == [1, 2, 2, 2, 3] and ds.domains == ["Mara Lind", "Tomas Varga"]
     j = QuoteEvidenceJudge().judge(Pack(instance_id=insts[0].id, system="oracle",
                                         units=[Unit(doc_id=d.id, text=d.text, score=1, rank=1) for d in ds.corpus("Mara Lind")
                                                if d.id in insts[0].gold_docs]), insts[0])

@@ -207,7 +207,8 @@ def stage_answer(cfg: DictConfig, bench, folder: Path, llm, reader) -> Path:
         return reader.answer(llm, inst, packs[inst.id], hints.get(inst.domain, inst.domain))
 
     sample = answer_sample(cfg, bench)
-    rows = llm.map(one, list(_progress(cfg, sample, desc=f"answer {cfg.system.name}", leave=False)))
+    rows = ([one(i) for i in _progress(cfg, sample, desc=f"answer {cfg.system.name}", leave=False)]
+            if llm.concurrency == 1 else llm.map(one, sample))
     write_jsonl(out / "answers.jsonl", rows)
     write_manifest(out, reader=reader.setting(), llm=llm.setting(), questions=len(rows),
                    failed=sum(r.status == "failed" for r in rows))
