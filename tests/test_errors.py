@@ -58,3 +58,12 @@ def test_cli_reports_config_errors(capsys):
     with pytest.raises(SystemExit) as e:
         main(["run", "system=nope"])
     assert e.value.code == 2 and "configs/system/nope.yaml" in capsys.readouterr().err
+
+
+def test_unknown_judge_names_fail_before_any_work(tiny_overrides):
+    from fanin.config import ConfigError
+    from fanin.pipeline import run
+    with pytest.raises(ConfigError, match="unknown judge 'nope'; available: .*proxy"):
+        run(tiny_overrides + ["answer.judges=[nope]"], ["answer", "judge"])
+    with pytest.raises(ConfigError, match="unknown evidence_judge 'nope'; available: .*document"):
+        run(tiny_overrides + ["evidence.judges=[nope]"], ["evidence"])

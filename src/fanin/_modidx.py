@@ -245,6 +245,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'fanin.pipeline.collect': ('pipeline.html#collect', 'fanin/pipeline.py'),
                                 'fanin.pipeline.evidence_judge_nodes': ('pipeline.html#evidence_judge_nodes', 'fanin/pipeline.py'),
                                 'fanin.pipeline.git_commit': ('pipeline.html#git_commit', 'fanin/pipeline.py'),
+                                'fanin.pipeline.group_node': ('pipeline.html#group_node', 'fanin/pipeline.py'),
                                 'fanin.pipeline.index_store': ('pipeline.html#index_store', 'fanin/pipeline.py'),
                                 'fanin.pipeline.judge_nodes': ('pipeline.html#judge_nodes', 'fanin/pipeline.py'),
                                 'fanin.pipeline.load_dataset': ('pipeline.html#load_dataset', 'fanin/pipeline.py'),

@@ -32,9 +32,9 @@ from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 # %% auto #0
 __all__ = ['PACKAGES', 'RETRIEVAL_STAGES', 'STAGES', 'load_dataset', 'make_system', 'index_store', 'run_dir', 'git_commit',
            'versions', 'write_manifest', 'stage_index', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
-           'answer_sample', 'answer_folder', 'stage_answer', 'stage_judge', 'evidence_judge_nodes', 'stage_evidence',
-           'judge_nodes', 'needs_llm_server', 'make_llm', 'run_answers', 'run_system', 'system_configs', 'run',
-           'collect']
+           'answer_sample', 'answer_folder', 'stage_answer', 'stage_judge', 'group_node', 'evidence_judge_nodes',
+           'stage_evidence', 'judge_nodes', 'needs_llm_server', 'make_llm', 'run_answers', 'run_system',
+           'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
@@ -235,16 +235,18 @@ def stage_judge(cfg: DictConfig, bench, out: Path, llm, judges) -> pd.DataFrame:
     return df
 
 # %% ../../nbs/07_pipeline.ipynb #b2c4e6a4
+def group_node(group: str, name: str, setting: str) -> DictConfig:
+    "configs/<group>/<name>.yaml, named by the config value `setting`; an unknown name lists the options."
+    f = config_dir() / group / f"{name}.yaml"
+    if not f.exists():
+        have = sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+        raise ConfigError(f"{setting}: unknown {group} {name!r}; available: {', '.join(have)}")
+    return OmegaConf.load(f)
+
+
 def evidence_judge_nodes(cfg: DictConfig) -> list[DictConfig]:
     "The evidence-judge configs `evidence.judges` names (configs/evidence_judge/<name>.yaml)."
-    out = []
-    for n in (cfg.get("evidence") or {}).get("judges") or ["document"]:
-        f = config_dir() / "evidence_judge" / f"{n}.yaml"
-        if not f.exists():
-            have = sorted(p.stem for p in (config_dir() / "evidence_judge").glob("*.yaml"))
-            raise ConfigError(f"evidence.judges: unknown evidence judge {n!r}; available: {', '.join(have)}")
-        out.append(OmegaConf.load(f))
-    return out
+    return [group_node("evidence_judge", n, "evidence.judges") for n in (cfg.get("evidence") or {}).get("judges") or ["document"]]
 
 
 def stage_evidence(cfg: DictConfig, bench, folder: Path, llm=None) -> pd.DataFrame:
@@ -282,15 +284,8 @@ STAGES = RETRIEVAL_STAGES + ("evidence", "answer", "judge")
 
 def judge_nodes(cfg: DictConfig) -> list[DictConfig]:
     "The judge configs `answer.judges` names (configs/judge/<name>.yaml; `judge.*` overrides apply to the one it selects)."
-    nodes = []
-    for n in (cfg.get("answer") or {}).get("judges") or [cfg.judge.name]:
-        if n == cfg.judge.name: nodes.append(cfg.judge); continue
-        f = config_dir() / "judge" / f"{n}.yaml"
-        if not f.exists():
-            have = sorted(p.stem for p in (config_dir() / "judge").glob("*.yaml"))
-            raise ConfigError(f"answer.judges: unknown judge {n!r}; available: {', '.join(have)}")
-        nodes.append(OmegaConf.load(f))
-    return nodes
+    return [cfg.judge if n == cfg.judge.name else group_node("judge", n, "answer.judges")
+            for n in (cfg.get("answer") or {}).get("judges") or [cfg.judge.name]]
 
 
 def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
@@ -382,6 +377,10 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     stages = list(stages or cfgs[0].get("stages") or RETRIEVAL_STAGES)
     unknown = [s for s in stages if s not in STAGES]
     if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
+    if "judge" in stages: judge_nodes(cfgs[0])  # fail on an unknown judge name before any work is done
+    if "evidence" in stages: evidence_judge_nodes(cfgs[0])
+    if "judge" in stages: judge_nodes(cfgs[0])  # an unknown judge name fails before any work is done
+    if "evidence" in stages: evidence_judge_nodes(cfgs[0])
     llm = make_llm(cfgs[0]) if ("answer" in stages or "judge" in stages or "evidence" in stages) else None
     server = llm is not None and needs_llm_server(cfgs[0], stages)
     try:
