@@ -367,6 +367,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'fanin.systems.System.index': ('systems.html#system.index', 'fanin/systems.py'),
                                'fanin.systems.System.retrieve': ('systems.html#system.retrieve', 'fanin/systems.py'),
                                'fanin.systems.System.stats': ('systems.html#system.stats', 'fanin/systems.py'),
+                               'fanin.systems._search_one_thread': ('systems.html#_search_one_thread', 'fanin/systems.py'),
                                'fanin.systems.chunk_corpus': ('systems.html#chunk_corpus', 'fanin/systems.py'),
                                'fanin.systems.dir_bytes': ('systems.html#dir_bytes', 'fanin/systems.py'),
                                'fanin.systems.top_k': ('systems.html#top_k', 'fanin/systems.py')},

@@ -163,6 +163,16 @@ class BM25System(ChunkedSystem):
         return self._units(idx, sc)
 
 # %% ../../nbs/05_systems.ipynb #4f1028d0
+def _search_one_thread(index, q, k):
+    """faiss search of one query on one thread: OpenMP fan-out costs more than it saves for a single query vector
+    (measured on people, 11k windows: see `make bench`), and it fights the embedder's threads on a 2-core machine."""
+    import faiss
+    n = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try: return index.search(q, k)
+    finally: faiss.omp_set_num_threads(n)
+
+
 class DenseSystem(ChunkedSystem):
     "Dense flat retrieval: chunks scored by the best inner product of their embedded windows (faiss IndexFlatIP)."
     name = "dense"
@@ -211,7 +221,7 @@ class DenseSystem(ChunkedSystem):
         q = self.embedder.encode([query]).astype(np.float32)
         want = min(n, max(4 * k, 32))
         while True:
-            D, I = self.faiss_index.search(q, want)
+            D, I = _search_one_thread(self.faiss_index, q, want)
             best: dict[int, float] = {}
             for d, i in zip(D[0], I[0]):
                 if i < 0: continue
