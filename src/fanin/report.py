@@ -198,6 +198,19 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
                   _md(answer_table(adf, ["judge", "system", "fan_in_bin"])), ""]
     if topk is not None and len(topk):
         lines += ["## Top-k sweep", "", _md(topk), "", "![top-k](figures/topk_er_ep.png)", ""]
+    lens = out.parent / "authtrace_lens_wildgraphbench"
+    if (lens / "tables" / "table1_by_bin.csv").exists():
+        lines += ["## The AuthTrace lens (canonical segments, fan-in)", "",
+                  "From `nbs/92_authtrace_lens.ipynb` (tables and figures in `authtrace_lens_wildgraphbench/`). ER / EP here are "
+                  "over canonical segments (0–1); the answer score is labelled in each table's setting line.", ""]
+        for name, title in [("table1_by_bin", "Table 1 layout"), ("correlations", "Correlations (bootstrap 95% CI)"),
+                            ("degradation_er", "ER degradation single → high"), ("paired_bootstrap_er", "Best vs runner-up (ER)"),
+                            ("failure_attribution", "Failure attribution"), ("recall_dominance", "Recall dominance (top-k)")]:
+            f = lens / "tables" / f"{name}.csv"
+            if f.exists():
+                lines += [f"### {title}", "", f"Setting: {open(f).readline()[len('# setting: '):].strip()}", "",
+                          _md(read_table(f), pct=()), ""]
+        lines += ["![fan-in degradation](authtrace_lens_wildgraphbench/figures/fan_in_degradation.png)", ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
     return out
