@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from .config import (ConfigError, compose, config_dir, config_hash, fan_in_bin, instantiate, k_for, repo_root,
+from .config import (ConfigError, compose, config_dir, config_hash, instantiate, k_for, repo_root,
                           resolve_path, run_key, system_hash)
 from .judges import answer_table
 from .llm import LLM, Ledger
-from .metrics import evidence_metrics, fan_in_tables
+from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 
 # %% auto #0
@@ -227,9 +227,8 @@ def stage_judge(cfg: DictConfig, bench, out: Path, llm, judges) -> pd.DataFrame:
         for j in js:
             i = insts[j.instance_id]
             rows.append({"instance_id": i.id, "system": j.system, "domain": i.domain, "qtype": i.qtype, "fan_in": i.fan_in,
-                         "fan_in_bin": fan_in_bin(i.fan_in, cfg.fan_in_bins) if i.fan_in > 0 else "no_gold",
                          "judge": j.judge, "kind": j.kind, "status": j.status, "error": j.error, **j.scores})
-    df = pd.DataFrame(rows)
+    df = add_fan_in_bin(pd.DataFrame(rows), cfg.fan_in_bins) if rows else pd.DataFrame(rows)
     df.to_csv(out / "answer_metrics.csv", index=False)
     write_manifest(out, judges=[j.setting() for j in judges])
     return df
