@@ -110,7 +110,6 @@ def test_malformed_judge_output_is_a_recorded_failure_never_zero(server, tmp_pat
     j = judge.judge(inst, ans, llm)
     assert j.status == "failed" and j.scores == {} and "unparseable" in j.error and j.detail["raw"].startswith("Yes")
     # near-JSON is repaired, not failed
-    llm.cache.put(key.replace(key, key), request, {})  # no-op: INSERT OR IGNORE keeps the first record
     request2, key2 = llm.request(p.messages(question=inst.query, gold=inst.answer, answer="1911."), prompt_version=p.id,
                                  schema=p.schema, max_tokens=judge.max_tokens)
     llm.cache.put(key2, request2, {"text": "```json\n{\"correct\": True,}\n```", "prompt_tokens": 5, "completion_tokens": 7, "latency_ms": 1, "model": "m"})

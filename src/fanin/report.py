@@ -17,8 +17,8 @@ from .config import compose, resolve_path
 from .metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
-__all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_setting_line', 'answer_tables',
-           'fig_by_fan_in', 'fig_topk', 'write_report']
+__all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs', 'answer_setting_line',
+           'answer_tables', 'fig_by_fan_in', 'fig_topk', 'write_report']
 
 # %% ../../nbs/08_report.ipynb #e859884a
 def setting_line(manifests: Sequence[dict]) -> str:
@@ -66,13 +66,13 @@ def experiment_tables(folders, name: str, bins, out_dir=None) -> dict[str, Path]
     return paths
 
 # %% ../../nbs/08_report.ipynb #c3d5e7f2
-def _answer_dirs(folders) -> list[Path]:
+def answer_dirs(folders) -> list[Path]:
     return [d for f in folders for d in sorted(Path(f).glob("answers-*")) if (d / "answer_metrics.csv").exists()]
 
 
 def answer_setting_line(folders) -> str:
     "The setting card of an answer table: retrieval setting, reader, LLM, judges, prompt versions, calls, cache, tokens."
-    dirs = _answer_dirs(folders)
+    dirs = answer_dirs(folders)
     if not dirs: return "no judged answers"
     am = [json.loads((d / "manifest.json").read_text()) for d in dirs]
     led = [json.loads((Path(f) / "ledger.json").read_text()) for f in folders if (Path(f) / "ledger.json").exists()]
@@ -94,7 +94,7 @@ def answer_tables(folders, name: str, out_dir=None) -> Path:
     "Answer scores of an experiment's runs by judge x system x fan-in bin / type, to `outputs/tables/<name>_answers_*.csv`."
     from fanin.judges import answer_table
     out_dir = Path(out_dir or resolve_path("outputs") / "tables")
-    dirs = _answer_dirs(folders)
+    dirs = answer_dirs(folders)
     if not dirs: raise FileNotFoundError(f"no judged answers under {', '.join(map(str, folders))}: run the answer and judge stages")
     df = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in dirs], ignore_index=True)
     setting = answer_setting_line(folders)
@@ -189,9 +189,9 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
               "## By domain", "", _md(tabs["by_domain"]), ""]
     failed = df[df.status != "ok"]
     lines += ["## Failures", "", f"{len(failed)} questions failed retrieval (listed in each run's failures.jsonl)." if len(failed) else "No question failed.", ""]
-    if _answer_dirs(folders):
+    if answer_dirs(folders):
         from fanin.judges import answer_table
-        adf = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in _answer_dirs(folders)], ignore_index=True)
+        adf = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in answer_dirs(folders)], ignore_index=True)
         lines += ["## Answers (reader + judges)", "", f"Setting: {answer_setting_line(folders)}.", "",
                   "Scores 0–100. `proxy_*` columns are deterministic lexical proxies, not the papers' LLM judges; "
                   "`missing` counts answers or judgments that failed (left out of the means, never scored 0).", "",
