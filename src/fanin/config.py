@@ -98,7 +98,7 @@ def config_hash(node, n: int = 8) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
-NOT_HASHED = {"cache_path", "progress"}  # settings that change where or how loudly, not what a system returns
+NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process"}  # where, how loudly or how parallel: not what a system returns
 
 
 def system_hash(cfg: DictConfig) -> str:

@@ -94,14 +94,18 @@ def _progress(cfg, it, **kw):
     return tqdm(it, **kw)
 
 
-def stage_index(cfg: DictConfig, bench, domain: str):
-    "Build or load the system's index over one domain; returns the system ready to retrieve."
-    system = make_system(cfg)
-    system.index(bench.corpus(domain), index_store(cfg, domain))
+def stage_index(cfg: DictConfig, bench, domain: str, llm: LLM | None = None):
+    "Build or load the system's index over one domain; returns the system ready to retrieve. LLM-built indexes get the run's `llm`."
+    system, store = make_system(cfg), index_store(cfg, domain)
+    if getattr(system, "needs_llm", False):
+        if llm is None and not (store / "index.json").exists():
+            raise ConfigError(f"system {cfg.system.name} builds its index with an LLM; run it through `fanin run` (which starts one)")
+        system.llm = llm
+    system.index(bench.corpus(domain), store)
     return system
 
 
-def stage_retrieve(cfg: DictConfig, bench, folder: Path) -> dict:
+def stage_retrieve(cfg: DictConfig, bench, folder: Path, llm: LLM | None = None) -> dict:
     "Retrieve a pack for every question, resuming from `packs.partial.jsonl`; returns per-domain index statistics."
     final, partial, fails = folder / "packs.jsonl.gz", folder / "packs.partial.jsonl", folder / "failures.jsonl"
     index_stats = {}
@@ -114,7 +118,7 @@ def stage_retrieve(cfg: DictConfig, bench, folder: Path) -> dict:
     with JsonlAppender(partial) as out, JsonlAppender(fails) as fail_out:
         for domain in bench.domains:
             todo = [i for i in bench.instances(domain) if i.id not in done]
-            system = stage_index(cfg, bench, domain)
+            system = stage_index(cfg, bench, domain, llm)
             index_stats[domain] = system.stats()
             for inst in _progress(cfg, todo, desc=f"{cfg.system.name} {domain}", leave=False):
                 t0 = time.perf_counter()
@@ -326,11 +330,12 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
                    system_hash=system_hash(cfg), k=cfg.k, k_summary=cfg.get("k_summary"),
                    config=OmegaConf.to_container(cfg, resolve=True), data=bench.snapshot(),
                    versions=versions(), git_commit=git_commit(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    if llm is not None: llm.ledger = Ledger()  # this run's calls only (an LLM-built index's included)
     if "index" in stages and "retrieve" not in stages:
-        stats = {d: stage_index(cfg, bench, d).stats() for d in bench.domains}
+        stats = {d: stage_index(cfg, bench, d, llm).stats() for d in bench.domains}
         write_manifest(folder, index=stats)
     if "retrieve" in stages:
-        write_manifest(folder, index=stage_retrieve(cfg, bench, folder))
+        write_manifest(folder, index=stage_retrieve(cfg, bench, folder, llm))
     df = None
     if "evaluate" in stages: df = stage_evaluate(cfg, bench, folder)
     if "tables" in stages and df is not None: stage_tables(cfg, df, folder)
@@ -338,7 +343,6 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
     if df is not None:
         summary = {"questions": int(len(df)), "failed": int((df.status == "failed").sum()),
                    "er": float(df.er.mean()), "ep": float(df.ep.mean()), "hit": float(df.hit.mean())}
-    if llm is not None: llm.ledger = Ledger()  # this run's calls only
     if "evidence" in stages:
         ev = stage_evidence(cfg, bench, folder, llm)
         summary["evidence"] = {j: {"er": float(g.er.mean()), "ep": float(g.ep.mean()), "failed": int((g.status != "ok").sum())}
@@ -376,12 +380,11 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     stages = list(stages or cfgs[0].get("stages") or RETRIEVAL_STAGES)
     unknown = [s for s in stages if s not in STAGES]
     if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
-    if "judge" in stages: judge_nodes(cfgs[0])  # fail on an unknown judge name before any work is done
-    if "evidence" in stages: evidence_judge_nodes(cfgs[0])
     if "judge" in stages: judge_nodes(cfgs[0])  # an unknown judge name fails before any work is done
     if "evidence" in stages: evidence_judge_nodes(cfgs[0])
-    llm = make_llm(cfgs[0]) if ("answer" in stages or "judge" in stages or "evidence" in stages) else None
-    server = llm is not None and needs_llm_server(cfgs[0], stages)
+    index_llm = ("index" in stages or "retrieve" in stages) and any(getattr(make_system(c), "needs_llm", False) for c in cfgs)
+    llm = make_llm(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else None
+    server = llm is not None and (index_llm or needs_llm_server(cfgs[0], stages))
     try:
         if server: llm.__enter__()
         for cfg in cfgs:
