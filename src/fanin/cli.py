@@ -16,7 +16,7 @@ from .config import ConfigError, compose, resolve_path
 
 # %% auto #0
 __all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'topk_frame',
-           'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_sweep', 'main']
+           'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_sweep', 'main']
 
 # %% ../../nbs/09_cli.ipynb #772bd763
 def table_name(cfg) -> str:
@@ -164,6 +164,23 @@ def cmd_report(overrides):
     print(f"report: {r}")
 
 
+def cmd_graal_table1(overrides):
+    from fanin.graphs import run_graal_table1
+    t = run_graal_table1(overrides)
+    print(t.drop(columns=["setting"]).to_string(index=False))
+
+
+def cmd_costs(overrides):
+    "Cost ledger of an experiment's runs: index seconds / bytes, LLM index calls and tokens, retrieval latency, graph statistics."
+    from fanin.graphs import cost_table
+    from fanin.report import manifests, setting_line, write_table
+    cfg = compose(overrides)
+    folders = _finished_runs(overrides)
+    t = cost_table(folders)
+    write_table(t, resolve_path(cfg.paths.outputs) / "tables" / f"{table_name(cfg)}_costs.csv", "costs: " + setting_line(manifests(folders)))
+    print(t.to_string(index=False))
+
+
 def cmd_sweep(overrides, kernel="python3"):
     import papermill as pm
     from fanin.config import repo_root
@@ -196,7 +213,9 @@ def main(argv=None):
     for name, h in [("stats", "questions by domain x type with fan-in counts (CSV)"), ("data-report", "resolution report and statistics to outputs/data"),
                     ("metrics", "per-question metrics of an experiment's runs, and overall ER/EP/hit (outputs/metrics)"),
                     ("tables", "fan-in tables of an experiment (outputs/tables)"),
-                    ("report", "figures and outputs/report.md"), ("sweep", "top-k sweep with papermill")]:
+                    ("report", "figures and outputs/report.md"), ("sweep", "top-k sweep with papermill"),
+                    ("graal-table1", "GRAAL Table 1 (entity_mention, graph_retrieve, graal) on the multi-fact claims (outputs/tables/graal_table1.csv)"),
+                    ("costs", "index / LLM / latency costs and graph statistics of an experiment's runs (outputs/tables/<name>_costs.csv)")]:
         sub.add_parser(name, help=h)
     d = sub.add_parser("data", help="fetch WildGraphBench (needs the internet)"); d.add_argument("--dest", default=None)
     sg = sub.add_parser("segment", help="canonical segments (AuthTrace K.2) of a UTF-8 text file, one JSON object per line")
@@ -204,6 +223,7 @@ def main(argv=None):
     sg.add_argument("--min-tokens", type=int, default=40)
     b = sub.add_parser("bench", help="index time, query latency, index bytes, peak memory; embedding throughput")
     b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,dense,long_context,oracle,closed_book")
+    b.add_argument("--graph-domains", default="culture"); b.add_argument("--graph-systems", default="graph_retrieve,graal,ppr")
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
     args, overrides = p.parse_known_args(argv)
     bad = [o for o in overrides if o.startswith("-")]
@@ -223,9 +243,12 @@ def main(argv=None):
         elif args.cmd == "tables": cmd_tables(overrides)
         elif args.cmd == "report": cmd_report(overrides)
         elif args.cmd == "sweep": cmd_sweep(overrides)
+        elif args.cmd == "graal-table1": cmd_graal_table1(overrides)
+        elif args.cmd == "costs": cmd_costs(overrides)
         elif args.cmd == "bench":
             from fanin.bench import bench_main
-            bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one)
+            bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one,
+                       graph_systems=[s for s in args.graph_systems.split(",") if s], graph_domains=[d for d in args.graph_domains.split(",") if d])
     except (ConfigError, FileNotFoundError) as e:
         print(f"fanin {args.cmd}: error: {e}", file=sys.stderr)
         sys.exit(2)

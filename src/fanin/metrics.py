@@ -14,25 +14,31 @@ import pandas as pd
 from .schema import Instance, Pack
 
 # %% auto #0
-__all__ = ['METRIC_COLUMNS', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
+__all__ = ['METRIC_COLUMNS', 'unit_docs', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
 
 # %% ../../nbs/06_metrics.ipynb #49e64f5a
+def unit_docs(u) -> list[str]:
+    "The documents a unit stands for: those a summary unit lists in `meta['doc_ids']`, else its own `doc_id`."
+    return list(u.meta.get("doc_ids") or [u.doc_id])
+
+
 def evidence_metrics(pack: Pack, instance: Instance, known_docs=None) -> dict:
     "Document-level ER, EP, hit and pack size of one pack against one instance's gold documents."
     gold = set(instance.gold_docs)
-    docs = [u.doc_id for u in pack.units]
-    n = len(docs)
+    per_unit = [unit_docs(u) for u in pack.units]
+    docs = [d for ds in per_unit for d in ds]
+    n = len(per_unit)
     row = {"instance_id": instance.id, "system": pack.system, "domain": instance.domain, "qtype": instance.qtype,
            "fan_in": instance.fan_in, "pack_units": n, "pack_chars": sum(len(u.text) for u in pack.units),
            "pack_docs": len(set(docs)),
-           "unknown_units": sum(1 for d in docs if known_docs is not None and d not in known_docs)}
+           "unknown_units": sum(1 for ds in per_unit if known_docs is not None and any(d not in known_docs for d in ds))}
     if not gold:
         row.update(er=math.nan, ep=math.nan, hit=math.nan, gold_covered=0)
         return row
     covered = gold & set(docs)
     row["gold_covered"] = len(covered)
     row["er"] = len(covered) / len(gold)
-    row["ep"] = sum(1 for d in docs if d in gold) / n if n else math.nan
+    row["ep"] = sum(sum(d in gold for d in ds) / len(ds) for ds in per_unit) / n if n else math.nan
     row["hit"] = float(covered == gold)
     return row
 

@@ -1,0 +1,76 @@
+"""LLM-built indexes (RAPTOR, community reports, memory entries) on a fixture corpus with the real embedded server."""
+import pytest
+
+from fanin.config import compose, instantiate
+from fanin.llm import LLM, EmbeddedServer
+from fanin.metrics import evidence_metrics
+from fanin.schema import Corpus, Document, Instance, Pack
+
+DOCS = {
+    "lennon": "John Lennon was born in Liverpool in 1940. John Lennon formed a band with Paul McCartney and George Harrison. "
+              "Paul McCartney and John Lennon wrote songs together in Liverpool.",
+    "liverpool": "Liverpool is a city in England on the River Mersey. Liverpool had a famous music scene in the 1960s. "
+                 "The Cavern Club in Liverpool hosted Paul McCartney and George Harrison.",
+    "paris": "Paris is the capital of France. The Louvre in Paris holds the Mona Lisa. Emmanuel Macron lives in Paris.",
+    "berlin": "Berlin is the capital of Germany. The Berlin Wall fell in 1989. Angela Merkel worked in Berlin for many years.",
+    "rome": "Rome is the capital of Italy. The Colosseum stands in Rome. Julius Caesar ruled from Rome.",
+}
+CORPUS = Corpus("toy", [Document(id=k, text=v) for k, v in DOCS.items()])
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("llm") / "llm.sqlite"
+    with EmbeddedServer(n_ctx=4096) as server:
+        yield LLM(provider="embedded", model=server.model_name, base_url=server.base_url, cache_path=cache,
+                  structured="json_object_schema", max_tokens=160)
+
+
+def _system(name, llm, tmp_path, **over):
+    cfg = compose([f"system={name}", f"paths.outputs={tmp_path}", "progress=false"] + [f"system.{k}={v}" for k, v in over.items()])
+    s = instantiate(cfg.system)
+    s.llm = llm
+    return s
+
+
+def test_raptor_builds_a_tree_whose_summaries_list_their_documents(llm, tmp_path):
+    s = _system("raptor", llm, tmp_path, chunk_tokens=20, min_nodes=3, max_levels=2).index(CORPUS, tmp_path / "raptor")
+    st = s.stats()
+    assert st["leaves"] >= 8 and st["summaries"] >= 1 and st["llm_failures"] == 0
+    summaries = [i for i, lv in enumerate(s.levels) if lv > 0]
+    assert all(s.texts[i].strip() for i in summaries)
+    leaves_docs = {d for i, lv in enumerate(s.levels) if lv == 0 for d in s.docs[i]}
+    assert all(set(s.docs[i]) <= leaves_docs for i in summaries)
+    units = s.retrieve("Where was John Lennon born?", 100)  # the collapsed tree: every node, leaves and summaries
+    assert len(units) == len(s.texts) and any(u.meta["level"] > 0 for u in units)
+    multi = [u for u in units if "doc_ids" in u.meta]
+    for u in multi: assert u.doc_id == u.meta["doc_ids"][0] and len(u.meta["doc_ids"]) > 1
+    # reload from the store: same tree, no LLM needed
+    again = _system("raptor", None, tmp_path, chunk_tokens=20, min_nodes=3, max_levels=2).index(CORPUS, tmp_path / "raptor")
+    assert again.texts == s.texts and again.stats()["loaded"]
+
+
+def test_summary_units_cover_all_their_documents_in_the_metrics():
+    from fanin.schema import Unit
+    inst = Instance(id="q", dataset="toy", query="q", qtype="multi-fact", gold_docs=["a", "b"], fan_in=2)
+    pack = Pack(instance_id="q", system="raptor", units=[Unit(doc_id="a", text="s", score=1, rank=1, meta={"doc_ids": ["a", "b", "c", "d"]})])
+    m = evidence_metrics(pack, inst)
+    assert m["er"] == 1.0 and m["ep"] == 0.5 and m["pack_docs"] == 4
+
+
+def test_community_reports_and_local_and_global_search(llm, tmp_path):
+    s = _system("community", llm, tmp_path, min_size=2, n_process=1).index(CORPUS, tmp_path / "community")
+    st = s.stats()
+    assert st["communities"] >= 1 and st["reports"] >= 1 and st["graph"]["nodes"] > 0
+    units = s.retrieve("Did Paul McCartney play in Liverpool?", 3)
+    assert units and units[0].rank == 1 and {u.doc_id for u in units} & {"lennon", "liverpool"}
+    g = _system("community_global", llm, tmp_path, min_size=2, n_process=1).index(CORPUS, tmp_path / "community_global")
+    gu = g.retrieve("Did Paul McCartney play in Liverpool?", 2)
+    assert 1 <= len(gu) <= 2 and all("community" in u.meta for u in gu)
+
+
+def test_memory_entries_keep_their_documents(llm, tmp_path):
+    s = _system("memory", llm, tmp_path, chunk_tokens=40, chunk_overlap=0).index(CORPUS, tmp_path / "memory")
+    assert s.stats()["n_units"] >= 3 and s.stats()["llm_failures"] == 0
+    units = s.retrieve("Which city is the capital of Germany?", 3)
+    assert units and all(u.doc_id in DOCS for u in units)
