@@ -74,3 +74,16 @@ def test_memory_entries_keep_their_documents(llm, tmp_path):
     assert s.stats()["n_units"] >= 3 and s.stats()["llm_failures"] == 0
     units = s.retrieve("Which city is the capital of Germany?", 3)
     assert units and all(u.doc_id in DOCS for u in units)
+
+
+def test_wiki_pages_cite_their_chunks_and_the_loop_returns_source_passages(llm, tmp_path):
+    s = _system("wiki", llm, tmp_path, chunk_tokens=25, chunk_overlap=0, window_tokens=25, chunks_per_page=2, max_calls=4, patience=1)
+    s.index(CORPUS, tmp_path / "wiki")
+    st = s.stats()
+    assert st["pages"] >= 1 and st["cited_chunks"] >= 1
+    for p in s.pages: assert p["sources"] and all(0 <= c < len(s.chunks) for c in p["sources"])
+    units = s.retrieve("What is the capital of Germany?", 3)
+    assert units and all(u.doc_id in DOCS for u in units)
+    cited = {c for p in s.pages for c in p["sources"]}
+    assert all(u.meta["chunk"] in cited for u in units)  # only passages a page cites can reach the pack
+    assert units[0].meta["calls"] <= 4 and units[0].meta["stop"] in ("call budget", "patience", "no pages left")
