@@ -16,7 +16,8 @@ from .config import ConfigError, compose, resolve_path
 
 # %% auto #0
 __all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'topk_frame',
-           'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_sweep', 'main']
+           'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_routing', 'cmd_sweep',
+           'main']
 
 # %% ../../nbs/09_cli.ipynb #772bd763
 def table_name(cfg) -> str:
@@ -181,6 +182,11 @@ def cmd_costs(overrides):
     print(t.to_string(index=False))
 
 
+def cmd_routing(overrides):
+    from fanin.router import run_routing
+    for k, t in run_routing(overrides).items(): print(f"# {k}\n{t.to_string(index=False)}")
+
+
 def cmd_sweep(overrides, kernel="python3"):
     import papermill as pm
     from fanin.config import repo_root
@@ -215,7 +221,8 @@ def main(argv=None):
                     ("tables", "fan-in tables of an experiment (outputs/tables)"),
                     ("report", "figures and outputs/report.md"), ("sweep", "top-k sweep with papermill"),
                     ("graal-table1", "GRAAL Table 1 (entity_mention, graph_retrieve, graal) on the multi-fact claims (outputs/tables/graal_table1.csv)"),
-                    ("costs", "index / LLM / latency costs and graph statistics of an experiment's runs (outputs/tables/<name>_costs.csv)")]:
+                    ("costs", "index / LLM / latency costs and graph statistics of an experiment's runs (outputs/tables/<name>_costs.csv)"),
+                    ("routing", "fan-in estimators (classifier vs LLM), routing accuracy, router vs its components (outputs/tables/<name>_routing_*.csv)")]:
         sub.add_parser(name, help=h)
     d = sub.add_parser("data", help="fetch WildGraphBench (needs the internet)"); d.add_argument("--dest", default=None)
     sg = sub.add_parser("segment", help="canonical segments (AuthTrace K.2) of a UTF-8 text file, one JSON object per line")
@@ -245,6 +252,7 @@ def main(argv=None):
         elif args.cmd == "sweep": cmd_sweep(overrides)
         elif args.cmd == "graal-table1": cmd_graal_table1(overrides)
         elif args.cmd == "costs": cmd_costs(overrides)
+        elif args.cmd == "routing": cmd_routing(overrides)
         elif args.cmd == "bench":
             from fanin.bench import bench_main
             bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one,
