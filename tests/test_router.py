@@ -56,3 +56,10 @@ def test_router_sends_multi_source_questions_through_the_region():
     multi = r.retrieve(q, 3)
     assert multi[0].meta["route"] == "coarse_to_fine" and multi[0].meta["region_docs"] >= 2
     assert "noise" not in [u.doc_id for u in multi[:2]] and {u.doc_id for u in multi[:2]} <= {"Marie Curie", "Isaac Newton", "Emmy Noether", "Niels Bohr"}
+
+
+def test_router_run_key_ignores_where_and_how_loudly_its_components_run():
+    from fanin.config import compose, system_hash
+    base = compose(["system=router"])
+    assert system_hash(base) == system_hash(compose(["system=router", "progress=false"]))
+    assert system_hash(base) != system_hash(compose(["system=router", "system.fine.k1=1.2"]))

@@ -287,6 +287,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.RaptorSystem._build': ( 'llm_indexes.html#raptorsystem._build',
                                                                               'fanin/llm_indexes.py'),
+                                   'fanin.llm_indexes.RaptorSystem._fit': ('llm_indexes.html#raptorsystem._fit', 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.RaptorSystem._load': ('llm_indexes.html#raptorsystem._load', 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.RaptorSystem.retrieve': ( 'llm_indexes.html#raptorsystem.retrieve',
                                                                                 'fanin/llm_indexes.py'),

@@ -103,7 +103,10 @@ NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process"}  # where, how 
 
 def system_hash(cfg: DictConfig) -> str:
     "Hash of what determines a system's output: its own config (including any embedder it embeds) and the dataset's text view."
-    sysc = {k: v for k, v in OmegaConf.to_container(cfg.system, resolve=True).items() if k not in NOT_HASHED}
+    def strip(x):  # recursively: a router's nested component systems carry these settings too
+        if isinstance(x, dict): return {k: strip(v) for k, v in x.items() if k not in NOT_HASHED}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+    sysc = strip(OmegaConf.to_container(cfg.system, resolve=True))
     return config_hash({"system": sysc, "clean": cfg.dataset.get("clean", None)})
 
 
