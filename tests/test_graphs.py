@@ -149,3 +149,4 @@ def test_interrupted_llm_index_build_resumes_from_the_cache(tmp_path):
         led = second.ledger.totals()
         assert led["cache_hits"] == 2 and led["cache_misses"] == 3 and led["calls"] >= 3
         assert (tmp_path / "index" / "index.json").exists() and done.stats()["n_units"] == 5
+        assert done.stats()["llm_requests"] == 5 and done.stats()["llm_calls"] == led["calls"]

@@ -37,6 +37,7 @@ def test_raptor_builds_a_tree_whose_summaries_list_their_documents(llm, tmp_path
     s = _system("raptor", llm, tmp_path, chunk_tokens=20, min_nodes=3, max_levels=2).index(CORPUS, tmp_path / "raptor")
     st = s.stats()
     assert st["leaves"] >= 8 and st["summaries"] >= 1 and st["llm_failures"] == 0
+    assert st["llm_requests"] == st["summaries"] and st["llm_prompt_tokens"] > 0  # the build's LLM cost is kept in index.json
     summaries = [i for i, lv in enumerate(s.levels) if lv > 0]
     assert all(s.texts[i].strip() for i in summaries)
     leaves_docs = {d for i, lv in enumerate(s.levels) if lv == 0 for d in s.docs[i]}

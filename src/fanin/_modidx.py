@@ -293,6 +293,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.ask_each': ('llm_indexes.html#ask_each', 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.embed_texts': ('llm_indexes.html#embed_texts', 'fanin/llm_indexes.py'),
+                                   'fanin.llm_indexes.llm_cost': ('llm_indexes.html#llm_cost', 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.node_units': ('llm_indexes.html#node_units', 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.soft_clusters': ('llm_indexes.html#soft_clusters', 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.write_failures': ('llm_indexes.html#write_failures', 'fanin/llm_indexes.py')},
