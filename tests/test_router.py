@@ -63,3 +63,18 @@ def test_router_run_key_ignores_where_and_how_loudly_its_components_run():
     base = compose(["system=router"])
     assert system_hash(base) == system_hash(compose(["system=router", "progress=false"]))
     assert system_hash(base) != system_hash(compose(["system=router", "system.fine.k1=1.2"]))
+
+
+def test_routing_report_on_real_pipeline_runs(tiny_overrides, real_data_root):
+    """The router (classifier trained on the real benchmark's training half; coarse = entity_mention, no LLM) and bm25 run on the
+    fixture through the pipeline; the report covers exactly the fixture's test-half questions with gold documents."""
+    from fanin.pipeline import run
+    from fanin.router import routing_report
+    (router_f,) = run(tiny_overrides + ["system=router", "system@system.coarse=entity_mention", "system.coarse.n_process=1",
+                                        f"system.train_root={real_data_root}", "system.train_domains=all"])
+    (bm25_f,) = run(tiny_overrides + ["system=bm25"])
+    acc, cmp = routing_report(router_f, [bm25_f])
+    assert list(acc.questions_of) == ["single source", "multi source", "all"]
+    assert acc.questions.tolist() == [1, 1, 2]  # nature-121c488d6e (fan-in 1) and nature-d86138075d (fan-in 3) hash into the test half
+    assert 0 <= acc.accuracy.iloc[2] <= 1
+    assert cmp.system.tolist() == ["router", "bm25"] and cmp.questions.tolist() == [2, 2]
