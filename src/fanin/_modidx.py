@@ -61,6 +61,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                            'fanin.cli.cmd_tables': ('cli.html#cmd_tables', 'fanin/cli.py'),
                            'fanin.cli.main': ('cli.html#main', 'fanin/cli.py'),
                            'fanin.cli.planned_runs': ('cli.html#planned_runs', 'fanin/cli.py'),
+                           'fanin.cli.sweep_overrides': ('cli.html#sweep_overrides', 'fanin/cli.py'),
                            'fanin.cli.table_name': ('cli.html#table_name', 'fanin/cli.py'),
                            'fanin.cli.topk_frame': ('cli.html#topk_frame', 'fanin/cli.py')},
             'fanin.config': { 'fanin.config.ConfigError': ('config.html#configerror', 'fanin/config.py'),

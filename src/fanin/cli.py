@@ -15,9 +15,9 @@ import pandas as pd
 from .config import ConfigError, compose, resolve_path
 
 # %% auto #0
-__all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'topk_frame',
-           'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_routing', 'cmd_sweep',
-           'main']
+__all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'sweep_overrides',
+           'topk_frame', 'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_routing',
+           'cmd_sweep', 'main']
 
 # %% ../../nbs/09_cli.ipynb #772bd763
 def table_name(cfg) -> str:
@@ -100,14 +100,21 @@ def cmd_data_report(overrides):
     print(json.dumps(summary))
 
 
+def sweep_overrides(overrides) -> list[str]:
+    "A sweep's overrides: the experiment given (e.g. `experiment=topk_graphs`), else `experiment=topk`."
+    overrides = list(overrides)
+    return overrides if any(o.startswith("experiment=") for o in overrides) else ["experiment=topk", *overrides]
+
+
 def topk_frame(overrides) -> pd.DataFrame | None:
     "Overall ER/EP per (system, k) of the top-k sweep's runs that exist."
     from fanin.pipeline import collect
-    cfg = compose(["experiment=topk", *overrides])
+    base = sweep_overrides(overrides)
+    cfg = compose(base)
     rows = []
     for s in cfg.sweep.systems:
         for k in cfg.sweep.ks:
-            ov = ["experiment=topk", f"system={s}", f"k={k}", f"dataset.domains=[{cfg.sweep.domain}]", *overrides]
+            ov = [*base, f"system={s}", f"k={k}", f"dataset.domains=[{cfg.sweep.domain}]"]
             f = planned_runs(ov)[0]
             if not (f / "metrics.csv").exists(): continue
             m = collect([f]); m = m[m.status == "ok"]
@@ -190,23 +197,25 @@ def cmd_routing(overrides):
 def cmd_sweep(overrides, kernel="python3"):
     import papermill as pm
     from fanin.config import repo_root
-    cfg = compose(["experiment=topk", *overrides])
+    base = sweep_overrides(overrides)
+    cfg = compose(base)
+    name = cfg.experiment_name  # topk: the flat systems (the DVC sweep stage); topk_graphs: the graph systems
     nb = repo_root() / "nbs" / "91_reproduce_wildgraphbench_retrieval.ipynb"
-    out_dir = resolve_path(cfg.paths.outputs) / "notebooks" / "topk"
+    out_dir = resolve_path(cfg.paths.outputs) / "notebooks" / name
     out_dir.mkdir(parents=True, exist_ok=True)
     for s in cfg.sweep.systems:
         for k in cfg.sweep.ks:
-            ov = ["experiment=topk", f"system={s}", f"k={k}", f"dataset.domains=[{cfg.sweep.domain}]", "progress=false", *overrides]
+            ov = [*base, f"system={s}", f"k={k}", f"dataset.domains=[{cfg.sweep.domain}]", "progress=false"]
             dst = out_dir / f"{cfg.sweep.domain}-{s}-k{k}.ipynb"
             print(f"papermill: {dst.name} <- {ov}", flush=True)
             pm.execute_notebook(str(nb), str(dst), parameters={"overrides": ov}, kernel_name=kernel, progress_bar=False,
                                 cwd=str(repo_root() / "nbs"))
-    topk = topk_frame([o for o in overrides if o.startswith("paths.")])
+    topk = topk_frame(base)
     from fanin.report import fig_topk, manifests, setting_line, write_table
     out = resolve_path(cfg.paths.outputs)
-    setting = "top-k sweep: " + setting_line(manifests([out / "topk" / r for r in topk.run_key]))
-    write_table(topk, out / "tables" / "topk.csv", setting)
-    fig_topk(topk, out / "figures" / "topk_er_ep.png", setting)
+    setting = "top-k sweep: " + setting_line(manifests([out / name / r for r in topk.run_key]))
+    write_table(topk, out / "tables" / f"{name}.csv", setting)
+    fig_topk(topk, out / "figures" / f"{name}_er_ep.png", setting)
     print(topk.to_string(index=False))
 
 # %% ../../nbs/09_cli.ipynb #7a968fec

@@ -183,7 +183,8 @@ class EmbeddingCache:
     _CHUNK = 500
 
     def __init__(self, path: str | Path, timeout: float = 120.0):
-        self.path = Path(path)
+        from fanin.config import resolve_path
+        self.path = resolve_path(path)  # a relative path is the repository's, wherever the process runs (papermill runs in nbs/)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout = float(timeout)
         self._local = threading.local()

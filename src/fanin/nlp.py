@@ -181,7 +181,8 @@ def parse_corpus(corpus: Corpus, cache_dir=None, n_process: int = 1, block_chars
     "Parse every document once (or load the cached parse): sentences, normalised entity mentions, sentence and frame groups."
     import time
     key = corpus_key(corpus, block_chars=block_chars)
-    cache_f = Path(cache_dir) / f"{corpus.name.replace('/', '_')}-{key}.pkl" if cache_dir else None
+    from fanin.config import resolve_path
+    cache_f = resolve_path(cache_dir) / f"{corpus.name.replace('/', '_')}-{key}.pkl" if cache_dir else None
     if cache_f is not None and cache_f.exists():
         with open(cache_f, "rb") as f: return pickle.load(f)
     t0 = time.perf_counter()
