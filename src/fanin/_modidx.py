@@ -315,6 +315,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                            'fanin.nlp.ParsedCorpus.sentences_of_doc': ('nlp.html#parsedcorpus.sentences_of_doc', 'fanin/nlp.py'),
                            'fanin.nlp._extract_block': ('nlp.html#_extract_block', 'fanin/nlp.py'),
                            'fanin.nlp._person_aliases': ('nlp.html#_person_aliases', 'fanin/nlp.py'),
+                           'fanin.nlp.chunk_mentions': ('nlp.html#chunk_mentions', 'fanin/nlp.py'),
                            'fanin.nlp.corpus_key': ('nlp.html#corpus_key', 'fanin/nlp.py'),
                            'fanin.nlp.frame_token_sets': ('nlp.html#frame_token_sets', 'fanin/nlp.py'),
                            'fanin.nlp.is_predicate': ('nlp.html#is_predicate', 'fanin/nlp.py'),
