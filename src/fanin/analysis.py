@@ -190,17 +190,19 @@ def recall_dominance(sweep: pd.DataFrame, answer: str = "ac", ep: str = "ep", er
     return pd.DataFrame(rows)
 
 # %% ../../nbs/17_analysis.ipynb #86c1433f
-def _save(fig, path, setting: str):
+def _save(fig, path, setting: str, formats: Sequence[str] = ()):
+    "Save with the setting line under the axes; `formats` (e.g. ('.png', '.pdf')) saves one file per suffix."
     from pathlib import Path
     fig.tight_layout(rect=(0, 0.07, 1, 1))  # room under the axes for the setting line
     fig.text(0.01, 0.005, setting[:300], fontsize=5, va="bottom", wrap=True)
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150, bbox_inches="tight")
+    for p in ([path.with_suffix(s) for s in formats] or [path]):
+        fig.savefig(p, dpi=150, bbox_inches="tight")
     _plt()[0].close(fig)
     return path
 
 
-def fig_degradation(table: pd.DataFrame, metrics: Sequence[str], bins, path, setting: str = ""):
+def fig_degradation(table: pd.DataFrame, metrics: Sequence[str], bins, path, setting: str = "", formats: Sequence[str] = ()):
     "One panel per metric: mean by fan-in bin, one line per system (AuthTrace Fig. 3 shape)."
     plt, _ = _plt()
     names = bin_order(bins)
@@ -210,10 +212,10 @@ def fig_degradation(table: pd.DataFrame, metrics: Sequence[str], bins, path, set
             ax.plot(names, [r[f"{m}_{b}"] for b in names], marker="o", label=r.system)
         ax.set_title(f"{m} by fan-in bin"); ax.set_xlabel("fan-in bin"); ax.set_ylabel(m)
     axes[0][-1].legend(fontsize=7)
-    return _save(fig, path, setting)
+    return _save(fig, path, setting, formats)
 
 
-def fig_scatter(table: pd.DataFrame, pairs: Sequence[tuple[str, str, dict]], bins, path, setting: str = ""):
+def fig_scatter(table: pd.DataFrame, pairs: Sequence[tuple[str, str, dict]], bins, path, setting: str = "", formats: Sequence[str] = ()):
     "ER-AC / EP-AC over system x bin cells with r and its CI (AuthTrace Fig. 4 shape). pairs: (x, y, correlation result)."
     plt, _ = _plt()
     names = bin_order(bins)
@@ -224,7 +226,7 @@ def fig_scatter(table: pd.DataFrame, pairs: Sequence[tuple[str, str, dict]], bin
         ax.set_xlabel(x); ax.set_ylabel(y)
         ax.set_title(f"{x} vs {y}: r = {c['r']:.2f} [{c['ci_low']:.2f}, {c['ci_high']:.2f}]", fontsize=9)
     axes[0][-1].legend(fontsize=7)
-    return _save(fig, path, setting)
+    return _save(fig, path, setting, formats)
 
 
 def fig_by_fan_in(table: pd.DataFrame, metric: str, path, paired: pd.DataFrame | None = None, setting: str = ""):

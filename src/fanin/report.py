@@ -211,6 +211,10 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
                 lines += [f"### {title}", "", f"Setting: {open(f).readline()[len('# setting: '):].strip()}", "",
                           _md(read_table(f), pct=()), ""]
         lines += ["![fan-in degradation](authtrace_lens_wildgraphbench/figures/fan_in_degradation.png)", ""]
+    repro = out.parent / "reproduction" / "report.md"
+    if repro.exists():  # the four papers, reported vs measured (nbs/93_reproduction_report.ipynb), one heading level down
+        text = repro.read_text().replace("](figures/", "](reproduction/figures/")
+        lines += ["#" + l if l.startswith("#") else l for l in text.splitlines()] + [""]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
     return out
