@@ -398,6 +398,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'fanin.reported._md': ('reported.html#_md', 'fanin/reported.py'),
                                 'fanin.reported._setting_line': ('reported.html#_setting_line', 'fanin/reported.py'),
                                 'fanin.reported._strip': ('reported.html#_strip', 'fanin/reported.py'),
+                                'fanin.reported._version': ('reported.html#_version', 'fanin/reported.py'),
                                 'fanin.reported._wgb_counts': ('reported.html#_wgb_counts', 'fanin/reported.py'),
                                 'fanin.reported.authtrace_bin_sizes': ('reported.html#authtrace_bin_sizes', 'fanin/reported.py'),
                                 'fanin.reported.authtrace_by_bin': ('reported.html#authtrace_by_bin', 'fanin/reported.py'),
