@@ -21,7 +21,7 @@ from .text import lexical_tokens
 
 # %% auto #0
 __all__ = ['ID_COLUMNS', 'normalize_answer', 'exact_match', 'token_f1', 'containment', 'ac_normalise', 'wgb_accuracy',
-           'pooled_accuracy', 'statement_prf', 'summary_aggregate', 'parse_choices', 'gb_choice_accuracy',
+           'pooled_accuracy', 'statement_prf', 'harmonic', 'summary_aggregate', 'parse_choices', 'gb_choice_accuracy',
            'gb_multi_select_accuracy', 'gb_ar', 'sentences', 'gold_statements', 'Judge', 'ProxyJudge',
            'WildGraphBenchJudge', 'AnswerCorrectnessJudge', 'GraphRAGBenchJudge', 'answer_table']
 
@@ -81,11 +81,15 @@ def statement_prf(n_answer: int, n_supported: int, n_gold: int, n_covered: int) 
     return {"precision": p, "recall": r, "f1": f}
 
 
+def harmonic(p: float, r: float) -> float:
+    "Harmonic mean of two non-negative numbers (0 when both are 0, NaN when either is NaN)."
+    return 0.0 if p + r == 0 else 2 * p * r / (p + r)
+
+
 def summary_aggregate(df: pd.DataFrame) -> dict:
     "Both aggregations of per-question P / R / F1: mean F1 (f1_macro) and the harmonic mean of mean P and mean R (f1_of_means)."
     p, r = df["precision"].mean(), df["recall"].mean()
-    return {"precision": p, "recall": r, "f1_macro": df["f1"].mean(),
-            "f1_of_means": (2 * p * r / (p + r)) if (p + r) > 0 else (0.0 if p == 0 and r == 0 else math.nan), "n": int(len(df))}
+    return {"precision": p, "recall": r, "f1_macro": df["f1"].mean(), "f1_of_means": harmonic(p, r), "n": int(len(df))}
 
 
 _CHOICE = re.compile(r"\b([A-H])\b")
