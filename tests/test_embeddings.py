@@ -31,12 +31,13 @@ SENTENCES = [
     "What is the capital of Australia? Canberra, not Sydney.",
 ]
 
-# Measured (nbs/04_embeddings.ipynb): on these 20 texts the torch-fp32 / onnx-int8 cosine has mean 0.9994 and
-# minimum 0.9963 (the empty string); on 2,000 corpus windows of ~200 words, mean 0.9992 and minimum 0.9970.
-# The thresholds sit well below that (room for other thread counts and CPU kernels) and well above what a broken
-# pipeline gives on the same texts: tokenizer.json's baked-in truncation at 128 -> 0.980 on the long text,
-# mean pooling that counts the padding -> mean 0.48, CLS pooling -> mean 0.51.
-MEAN_COS_MIN, MIN_COS_MIN = 0.995, 0.99
+# Measured (nbs/04_embeddings.ipynb): on these 20 texts the fused fp32 ONNX graph agrees with PyTorch to a cosine of
+# 0.99999 or more (same model, float rounding only), and the int8 graph has mean 0.9934 and minimum 0.980 (on 256 corpus
+# windows: mean 0.9935, minimum 0.988). The int8 thresholds sit below that (room for other CPU kernels) and far above what a
+# broken pipeline gives: mean pooling that counts the padding -> mean 0.48, CLS pooling -> mean 0.51. The fp32 threshold
+# catches anything that changes the model itself (tokenizer truncation at 128 -> 0.980 on the long text).
+FP32_COS_MIN = 0.9999
+INT8_MEAN_COS_MIN, INT8_MIN_COS_MIN = 0.985, 0.97
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +47,15 @@ def torch_emb():
 
 @pytest.fixture(scope="module")
 def onnx_emb():
-    return OnnxMiniLM(batch_size=8)
+    return OnnxMiniLM()  # the default: fused graph, int8 weights, one text per run
 
 
-@pytest.mark.parametrize("which", ["torch_emb", "onnx_emb"])
+@pytest.fixture(scope="module")
+def onnx_fp32():
+    return OnnxMiniLM(quantize=False, batch_size=8)
+
+
+@pytest.mark.parametrize("which", ["torch_emb", "onnx_emb", "onnx_fp32"])
 def test_shapes_and_normalisation(which, request):
     emb = request.getfixturevalue(which)
     assert emb.dim == 384 and emb.max_tokens == 256 and emb.name.startswith("all-MiniLM-L6-v2/")
@@ -66,15 +72,34 @@ def test_shapes_and_normalisation(which, request):
     assert emb.count_tokens([]) == 0
 
 
-def test_backends_agree(torch_emb, onnx_emb):
-    assert torch_emb.name != onnx_emb.name
-    cos = (torch_emb.encode(SENTENCES) * onnx_emb.encode(SENTENCES)).sum(axis=1)
-    assert cos.mean() > MEAN_COS_MIN, cos
-    assert cos.min() > MIN_COS_MIN, cos
+def test_backends_agree(torch_emb, onnx_emb, onnx_fp32):
+    assert len({torch_emb.name, onnx_emb.name, onnx_fp32.name}) == 3  # never share cache entries
+    t = torch_emb.encode(SENTENCES)
+    exact = (t * onnx_fp32.encode(SENTENCES)).sum(axis=1)
+    assert exact.min() > FP32_COS_MIN, exact
+    cos = (t * onnx_emb.encode(SENTENCES)).sum(axis=1)
+    assert cos.mean() > INT8_MEAN_COS_MIN, cos
+    assert cos.min() > INT8_MIN_COS_MIN, cos
     # and they rank the same nearest neighbour for a query
     q = "Which film did Peyton Reed direct for Marvel?"
-    for emb in (torch_emb, onnx_emb):
+    for emb in (torch_emb, onnx_emb, onnx_fp32):
         assert int(np.argmax(emb.encode(SENTENCES) @ emb.encode([q])[0])) == 1
+
+
+def test_int8_vector_does_not_depend_on_neighbours(onnx_emb):
+    # dynamic int8 quantisation scales activations per run; one text per run keeps each text's vector its own
+    alone = np.stack([onnx_emb.encode([s])[0] for s in SENTENCES[:6]])
+    assert np.array_equal(onnx_emb.encode(SENTENCES[:6]), alone)
+    assert np.array_equal(onnx_emb.encode(SENTENCES[3:6] + SENTENCES[:3]), np.concatenate([alone[3:], alone[:3]]))
+
+
+def test_graph_is_built_once(tmp_path):
+    from fanin.embeddings import minilm_onnx
+    p = minilm_onnx(folder=tmp_path)
+    assert p.name == "all-MiniLM-L6-v2.fused-int8.onnx" and (tmp_path / "all-MiniLM-L6-v2.fused-fp32.onnx").exists()
+    mtime = p.stat().st_mtime_ns
+    assert minilm_onnx(folder=tmp_path) == p and p.stat().st_mtime_ns == mtime
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["all-MiniLM-L6-v2.fused-fp32.onnx", "all-MiniLM-L6-v2.fused-int8.onnx"]
 
 
 def test_cache_round_trip(tmp_path, onnx_emb):

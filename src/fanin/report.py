@@ -28,7 +28,9 @@ def setting_line(manifests: Sequence[dict]) -> str:
     data = m0["data"]
     systems = ", ".join(dict.fromkeys(f"{m['system']}@{m['system_hash']}" for m in manifests))
     ks = sorted({f"k={m['k']}" + (f"/summary k={m['k_summary']}" if m.get("k_summary") not in (None, m["k"]) else "") for m in manifests})
-    emb = sorted({m["config"]["system"]["embedder"]["_target_"].split(".")[-1] for m in manifests if "embedder" in m["config"]["system"]})
+    # the embedder's own name (model and backend, the cache key) as the index recorded it; the config's class for older runs
+    emb = sorted({s["embedder"] for m in manifests for s in (m.get("index") or {}).values() if isinstance(s, dict) and s.get("embedder")}
+                 or {m["config"]["system"]["embedder"]["_target_"].split(".")[-1] for m in manifests if "embedder" in m["config"]["system"]})
     bins = "; ".join(f"{b['name']}={b['lo']}" + ("+" if b["hi"] is None else ("" if b["hi"] == b["lo"] else f"-{b['hi']}"))
                      for b in m0["config"]["fan_in_bins"])
     return (f"data={data['dataset']}@{data['commit']} (qa {data['qa_sha1']}, {len(data['domains'])} domains, clean={data['clean']}); "
