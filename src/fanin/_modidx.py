@@ -119,6 +119,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'fanin.embeddings._l2_normalise': ('embeddings.html#_l2_normalise', 'fanin/embeddings.py'),
                                   'fanin.embeddings._onnx_export': ('embeddings.html#_onnx_export', 'fanin/embeddings.py'),
                                   'fanin.embeddings._package_dir': ('embeddings.html#_package_dir', 'fanin/embeddings.py'),
+                                  'fanin.embeddings._quiet_logs': ('embeddings.html#_quiet_logs', 'fanin/embeddings.py'),
                                   'fanin.embeddings.default_threads': ('embeddings.html#default_threads', 'fanin/embeddings.py'),
                                   'fanin.embeddings.embed_with_cache': ('embeddings.html#embed_with_cache', 'fanin/embeddings.py'),
                                   'fanin.embeddings.minilm_dir': ('embeddings.html#minilm_dir', 'fanin/embeddings.py'),

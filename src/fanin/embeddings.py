@@ -5,7 +5,9 @@
 # %% ../../nbs/04_embeddings.ipynb #6ae94bab
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import sqlite3
 import threading
@@ -134,13 +136,23 @@ def _onnx_export(path: Path) -> None:
                           output_names=["sentence_embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
 
 
+@contextlib.contextmanager
+def _quiet_logs(*names):
+    "Raise the given loggers (\"\" = root) to ERROR for the block, then restore them: the ONNX tools log hints meant for other models."
+    loggers = [logging.getLogger(n or None) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers: lg.setLevel(logging.ERROR)
+    try: yield
+    finally:
+        for lg, lv in zip(loggers, levels): lg.setLevel(lv)
+
+
 def minilm_onnx(quantize: bool = True, folder=None) -> Path:
     """all-MiniLM-L6-v2 as an onnxruntime graph built here from the shipped weights, once, into `folder` (default `outputs/models`):
     exported with mean pooling inside, fused by onnxruntime's BERT optimizer (one Attention, SkipLayerNorm and BiasGelu node
     per layer), and with `quantize` its MatMul and Attention weights quantised to int8 per output channel (dynamic
     quantisation: activations are quantised per batch at run time). Files are written atomically, so concurrent builders are safe."""
     import json
-    import logging
     import tempfile
     import warnings
 
@@ -156,9 +168,9 @@ def minilm_onnx(quantize: bool = True, folder=None) -> Path:
             from onnxruntime.transformers import optimizer
             _onnx_export(tmp / "export.onnx")
             cfg = json.loads((minilm_dir() / "config.json").read_text())
-            logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
-            opt = optimizer.optimize_model(str(tmp / "export.onnx"), model_type="bert",
-                                           num_heads=cfg["num_attention_heads"], hidden_size=cfg["hidden_size"])
+            with _quiet_logs("onnxruntime.transformers"):
+                opt = optimizer.optimize_model(str(tmp / "export.onnx"), model_type="bert",
+                                               num_heads=cfg["num_attention_heads"], hidden_size=cfg["hidden_size"])
             fused = opt.get_fused_operator_statistics()
             if fused.get("Attention", 0) != cfg["num_hidden_layers"]:
                 warnings.warn(f"onnxruntime fused {fused.get('Attention', 0)} of {cfg['num_hidden_layers']} attention layers "
@@ -168,14 +180,10 @@ def minilm_onnx(quantize: bool = True, folder=None) -> Path:
         if quantize:
             import onnx
             from onnxruntime.quantization import QuantType, quantize_dynamic
-            root = logging.getLogger()
-            level, root.level = root.level, logging.ERROR  # the quantizer logs a pre-processing hint meant for CNNs
-            try:
+            with _quiet_logs(""):  # the quantizer logs a pre-processing hint meant for CNNs on the root logger
                 quantize_dynamic(str(fp32), str(tmp / "int8.onnx"), weight_type=QuantType.QInt8, per_channel=True,
                                  op_types_to_quantize=["MatMul", "Attention"],  # the embedding tables stay fp32
                                  extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-            finally:
-                root.setLevel(level)
             os.replace(tmp / "int8.onnx", out)
     return out
 
