@@ -93,6 +93,16 @@ def test_int8_vector_does_not_depend_on_neighbours(onnx_emb):
     assert np.array_equal(onnx_emb.encode(SENTENCES[3:6] + SENTENCES[:3]), np.concatenate([alone[3:], alone[:3]]))
 
 
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_parallel_sessions_give_one_sessions_vectors(batch_size):
+    # `threads` single-threaded sessions share the batches; each row must land where it belongs, bit for bit as one session gives
+    texts = SENTENCES * 3  # 60 texts: many batches per worker, uneven lengths
+    one = OnnxMiniLM(threads=1, batch_size=batch_size)
+    two = OnnxMiniLM(threads=2, batch_size=batch_size)
+    assert len(one.sessions) == 1 and len(two.sessions) == 2
+    assert np.array_equal(two.encode(texts), one.encode(texts))
+
+
 def test_graph_is_built_once(tmp_path):
     from fanin.embeddings import minilm_onnx
     p = minilm_onnx(folder=tmp_path)

@@ -106,6 +106,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'fanin.embeddings.OnnxMiniLM': ('embeddings.html#onnxminilm', 'fanin/embeddings.py'),
                                   'fanin.embeddings.OnnxMiniLM.__init__': ('embeddings.html#onnxminilm.__init__', 'fanin/embeddings.py'),
                                   'fanin.embeddings.OnnxMiniLM.__repr__': ('embeddings.html#onnxminilm.__repr__', 'fanin/embeddings.py'),
+                                  'fanin.embeddings.OnnxMiniLM._session': ('embeddings.html#onnxminilm._session', 'fanin/embeddings.py'),
                                   'fanin.embeddings.OnnxMiniLM.count_tokens': ( 'embeddings.html#onnxminilm.count_tokens',
                                                                                 'fanin/embeddings.py'),
                                   'fanin.embeddings.OnnxMiniLM.encode': ('embeddings.html#onnxminilm.encode', 'fanin/embeddings.py'),
