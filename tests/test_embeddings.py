@@ -99,8 +99,11 @@ def test_parallel_sessions_give_one_sessions_vectors(batch_size):
     texts = SENTENCES * 3  # 60 texts: many batches per worker, uneven lengths
     one = OnnxMiniLM(threads=1, batch_size=batch_size)
     two = OnnxMiniLM(threads=2, batch_size=batch_size)
-    assert len(one.sessions) == 1 and len(two.sessions) == 2
     assert np.array_equal(two.encode(texts), one.encode(texts))
+    assert one.bulk_sessions is None and len(two.bulk_sessions) == 2  # one thread needs no second kind of session
+    # a single text runs on the two-thread session: the same vector as a one-thread session gives
+    fresh = OnnxMiniLM(threads=2, batch_size=batch_size)
+    assert np.array_equal(fresh.encode(texts[:1]), one.encode(texts[:1])) and fresh.bulk_sessions is None
 
 
 def test_graph_is_built_once(tmp_path):
