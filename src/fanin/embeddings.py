@@ -273,7 +273,6 @@ class OnnxMiniLM:
     def __repr__(self):
         return f"OnnxMiniLM(threads={self.threads}, batch_size={self.batch_size}, quantize={self.quantize})"
 
-
 # %% ../../nbs/04_embeddings.ipynb #6b1eee26
 def text_key(text: str) -> str:
     "The cache key of a text: the sha1 hex digest of its UTF-8 bytes."
