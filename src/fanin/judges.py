@@ -5,10 +5,12 @@
 # %% ../../nbs/13_judges.ipynb #6435df35
 from __future__ import annotations
 
+import json
 import math
 import re
 import string
 from collections import Counter
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -18,12 +20,15 @@ from .llm import LLM, LLMError
 from .readers import load_prompt
 from .schema import Answer, Instance, Judgment
 from .text import lexical_tokens
+from .config import config_hash, repo_root, resolve_path
 
 # %% auto #0
-__all__ = ['ID_COLUMNS', 'normalize_answer', 'exact_match', 'token_f1', 'containment', 'ac_normalise', 'wgb_accuracy',
-           'pooled_accuracy', 'statement_prf', 'harmonic', 'summary_aggregate', 'parse_choices', 'gb_choice_accuracy',
-           'gb_multi_select_accuracy', 'gb_ar', 'sentences', 'gold_statements', 'Judge', 'ProxyJudge',
-           'WildGraphBenchJudge', 'AnswerCorrectnessJudge', 'GraphRAGBenchJudge', 'answer_table']
+__all__ = ['ID_COLUMNS', 'CASE_FIELDS', 'DEFAULT_CASES', 'normalize_answer', 'exact_match', 'token_f1', 'containment',
+           'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic', 'summary_aggregate',
+           'parse_choices', 'gb_choice_accuracy', 'gb_multi_select_accuracy', 'gb_ar', 'sentences', 'gold_statements',
+           'degenerate_answer', 'Judge', 'ProxyJudge', 'WildGraphBenchJudge', 'AnswerCorrectnessJudge',
+           'GraphRAGBenchJudge', 'numbers', 'novel_part', 'fact_support', 'KeyFactJudge', 'answer_table', 'load_cases',
+           'judge_check', 'judge_agreement', 'agreement_label']
 
 # %% ../../nbs/13_judges.ipynb #87464409
 def normalize_answer(s: str) -> str:
@@ -149,11 +154,35 @@ def gold_statements(inst: Instance) -> list[str]:
     return [inst.answer] if inst.answer else []
 
 
+_REFUSAL = re.compile(r"\b(cannot|can ?not|can't|unable to|not possible to) (be )?(determine|determined|answer|answered|say|tell|find|"
+                      r"found|infer|inferred)|\b(no|not enough|insufficient|not sufficient) (information|evidence|data|details)|"
+                      r"\bdo(es)? not (mention|provide|contain|say|specify|state|include|give|discuss)|\bnot (mentioned|provided|"
+                      r"specified|stated|given|available|included) in\b|\bi (do not|don't) know\b|\bunknown\b|\bno answer\b", re.I)
+_HOLLOW = {"answer", "n", "na", "none", "null", "unknown", "response", "reply"}
+
+
+def degenerate_answer(answer: str, question: str) -> str | None:
+    """Why an answer says nothing, or None: 'empty' (no content word beyond 'Answer:' / 'N/A'), 'refusal' (the evidence or the
+    reader declines), 'repeats the question' (no content word, number or name that the question does not already hold).
+    Every deterministic judge scores these as wrong, whatever their overlap with the reference."""
+    words = [w for w in lexical_tokens(answer) if w not in _HOLLOW]
+    if not words: return "empty"
+    if _REFUSAL.search(answer): return "refusal"
+    q = {_stem(w) for w in lexical_tokens(question)}
+    if all(_stem(w) in q for w in words): return "repeats the question"
+    return None
+
+
 class Judge:
-    "Base: scores one answer; failures become status=failed rows with the reason."
+    "Base: scores one answer; failures become status=failed rows with the reason. `verdict` reads a judgment as correct (1) or not (0)."
     name, kind = "judge", "proxy"
+    needs_rationale = False
 
     def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
+
+    def verdict(self, inst: Instance, j: Judgment) -> float:
+        "1.0 correct / 0.0 wrong under this judge's own scale, NaN for a failed judgment (never 0)."
+        raise NotImplementedError
 
     def score(self, inst: Instance, answer: Answer, llm: LLM | None) -> tuple[dict, dict]:
         raise NotImplementedError
@@ -172,7 +201,9 @@ class Judge:
 
 
 class ProxyJudge(Judge):
-    "Deterministic lexical proxies (labelled 'proxy'): EM, token F1, containment; proxy statement P/R/F1 for summaries."
+    """Deterministic lexical proxies (labelled 'proxy'): EM, token F1, containment of what the reference adds to the question;
+    proxy accuracy = containment >= threshold with every number of the reference present; proxy statement P/R/F1 for
+    summaries. Empty answers, refusals and repetitions of the question score 0."""
     kind = "proxy"
 
     def __init__(self, name: str = "proxy", threshold: float = 0.5):
@@ -180,8 +211,18 @@ class ProxyJudge(Judge):
 
     def setting(self): return {**super().setting(), "threshold": self.threshold}
 
+    def verdict(self, inst, j):
+        if j.status != "ok": return math.nan
+        v = j.scores.get("proxy_recall" if inst.qtype == "summary" else "proxy_accuracy")
+        return math.nan if v is None or v != v else float(v >= 50)
+
     def score(self, inst, answer, llm=None):
         text = answer.text
+        why = degenerate_answer(text, inst.query)
+        if why:
+            zero = ({"proxy_precision": 0.0, "proxy_recall": 0.0, "proxy_f1": 0.0} if inst.qtype == "summary" else
+                    {"proxy_em": 0.0, "proxy_token_f1": 0.0, "proxy_containment": 0.0, "proxy_accuracy": 0.0})
+            return zero, {"degenerate": why}
         if inst.qtype == "summary":
             gold, sents = gold_statements(inst), sentences(text)
             covered = [i for i, g in enumerate(gold) if (c := containment(text, g)) == c and c >= self.threshold]
@@ -191,10 +232,12 @@ class ProxyJudge(Judge):
             return ({f"proxy_{k}": v for k, v in prf.items()},
                     {"answer_statements": len(sents), "supported": supported, "covered": covered})
         gold = gold_statements(inst)[0]
-        c = containment(text, gold)
+        c = containment(text, novel_part(gold, inst.query))
+        missing = sorted((numbers(gold) - numbers(inst.query)) - numbers(text))
         return ({"proxy_em": 100 * exact_match(text, gold), "proxy_token_f1": 100 * token_f1(text, gold),
                  "proxy_containment": 100 * c if c == c else math.nan,
-                 "proxy_accuracy": 100.0 * (c >= self.threshold) if c == c else math.nan}, {})
+                 "proxy_accuracy": 100.0 * (c >= self.threshold and not missing) if c == c else math.nan},
+                {"missing_numbers": missing})
 
 
 class WildGraphBenchJudge(Judge):
@@ -207,6 +250,10 @@ class WildGraphBenchJudge(Judge):
         self.fact, self.extract, self.match = load_prompt(fact_prompt), load_prompt(extract_prompt), load_prompt(match_prompt)
 
     def setting(self): return {**super().setting(), "prompts": [self.fact.id, self.extract.id, self.match.id]}
+
+    def verdict(self, inst, j):
+        if j.status != "ok": return math.nan
+        return float(j.scores["recall"] >= 50) if inst.qtype == "summary" else float(j.scores["accuracy"] >= 50)
 
     def _ask(self, llm, prompt, system, **fields):
         return llm.chat(prompt.messages(**fields), stage="judge", system=system, prompt_version=prompt.id,
@@ -240,6 +287,9 @@ class AnswerCorrectnessJudge(Judge):
 
     def setting(self): return {**super().setting(), "prompts": [self.prompt.id]}
 
+    def verdict(self, inst, j):
+        return math.nan if j.status != "ok" else float(j.scores["ac_rubric"] >= 2)
+
     def score(self, inst, answer, llm):
         if llm is None: raise LLMError(f"judge {self.name} needs an LLM")
         claims = gold_statements(inst)
@@ -254,11 +304,15 @@ class AnswerCorrectnessJudge(Judge):
 class GraphRAGBenchJudge(Judge):
     "GraphRAG-Bench accuracy by type (MC/TF exact, MS subset rule, FB/OE graded by the LLM), R (graded rationale) and AR."
     kind = "llm"
+    needs_rationale = True
 
     def __init__(self, name: str = "graphrag_bench", prompt: str = "judge_graded", half_credit: str = "zero", max_tokens: int = 256):
         self.name, self.half_credit, self.max_tokens, self.prompt = name, half_credit, max_tokens, load_prompt(prompt)
 
     def setting(self): return {**super().setting(), "prompts": [self.prompt.id], "half_credit": self.half_credit}
+
+    def verdict(self, inst, j):
+        return math.nan if j.status != "ok" else float(j.scores["accuracy"] >= 50)
 
     def _grade(self, llm, inst, answer, what, gold, cand):
         out = llm.chat(self.prompt.messages(question=inst.query, what=what, gold=gold, candidate=cand), stage="judge",
@@ -277,10 +331,104 @@ class GraphRAGBenchJudge(Judge):
         else: raise LLMError(f"GraphRAG-Bench question type {qt!r} unknown (expected FB, MC, MS, TF, OE)")
         scores = {"accuracy": 100 * acc}
         rationale, pred_rationale = inst.meta.get("rationale"), answer.meta.get("rationale")
-        if rationale and pred_rationale is not None and llm is not None:
-            r, detail["r_reason"] = self._grade(llm, inst, answer, "rationale", rationale, pred_rationale)
+        if rationale:
+            if pred_rationale is None:
+                raise LLMError(f"judge {self.name}: the answer carries no rationale; answer with a rationale reader "
+                               f"(the pipeline asks for one when this judge is among answer.judges)")
+            if not pred_rationale.strip(): r, detail["r_reason"] = 0.0, "the reader gave no rationale"
+            elif llm is None: raise LLMError(f"judge {self.name} needs an LLM to grade the rationale")
+            else: r, detail["r_reason"] = self._grade(llm, inst, answer, "rationale", rationale, pred_rationale)
             scores.update(r=100 * r, ar=100 * gb_ar(acc, r, self.half_credit))
         return scores, detail
+
+
+
+_STEMMER = None
+
+
+def _stem(w: str) -> str:
+    global _STEMMER
+    if _STEMMER is None:
+        import snowballstemmer
+        _STEMMER = snowballstemmer.stemmer("english")
+    return _STEMMER.stemWord(w)
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+_NEGATION = re.compile(r"\b(not|never|no|neither|nor|n't|without)\b", re.I)
+
+
+def numbers(text: str) -> set[str]:
+    "Numbers in a text, normalised (thousands separators dropped, trailing .0 dropped): '1,200.0' -> '1200'."
+    out = set()
+    for m in _NUMBER.findall(text or ""):
+        n = m.replace(",", "").rstrip(".")
+        if "." in n: n = n.rstrip("0").rstrip(".")
+        out.add(n)
+    return out
+
+
+def novel_part(reference: str, question: str) -> str:
+    "The reference without the content words the question already holds: what an answer must add."
+    q = {_stem(w) for w in lexical_tokens(question)}
+    return " ".join(w for w in lexical_tokens(reference) if _stem(w) not in q)
+
+
+def fact_support(answer: str, reference: str, question: str) -> dict:
+    """How far `answer` carries the key facts of `reference` that the question does not already give: every number of the
+    reference (dates included) present, the share of its other content words (stemmed) covered, and whether a key fact
+    is negated in the answer."""
+    q_nums, ref_nums, ans_nums = numbers(question), numbers(reference), numbers(answer)
+    need_nums = ref_nums - q_nums
+    missing_nums = sorted(need_nums - ans_nums)
+    ans_stems = {_stem(w) for w in lexical_tokens(answer)}
+    words = {_stem(w) for w in lexical_tokens(novel_part(reference, question)) if not _NUMBER.fullmatch(w)}
+    covered = words & ans_stems
+    coverage = len(covered) / len(words) if words else 1.0
+    negated = False
+    toks = re.findall(r"[\w']+", answer.lower())
+    keys = {n for n in need_nums} | covered
+    for i, t in enumerate(toks):
+        if (_stem(t) in keys or t.replace(",", "") in keys) and any(_NEGATION.fullmatch(x) for x in toks[max(0, i - 3):i]):
+            if not _NEGATION.search(reference): negated = True
+    return {"missing_numbers": missing_nums, "coverage": coverage, "key_words": len(words), "negated": negated}
+
+
+class KeyFactJudge(Judge):
+    """The offline answer judge: deterministic, and validated on the lab's meta-evaluation set (`fanin judge-check`).
+    Single-/multi-fact: correct when the answer is not empty, a refusal or a repetition of the question, holds every number
+    and date of the reference that the question does not already give, covers at least `coverage` of the reference's other
+    content words (stemmed), and negates none of them. Summary: each gold statement is covered under the same rule (with
+    `statement_coverage`), recall is the covered share, correct when recall >= `summary_recall`."""
+    kind = "proxy"
+
+    def __init__(self, name: str = "keyfact", coverage: float = 0.5, statement_coverage: float = 0.4, summary_recall: float = 0.5):
+        self.name, self.coverage, self.statement_coverage, self.summary_recall = name, coverage, statement_coverage, summary_recall
+
+    def setting(self):
+        return {**super().setting(), "coverage": self.coverage, "statement_coverage": self.statement_coverage,
+                "summary_recall": self.summary_recall}
+
+    def verdict(self, inst, j):
+        return math.nan if j.status != "ok" else float(j.scores["keyfact_correct"] >= 50)
+
+    def _holds(self, s: dict, need: float) -> bool:
+        return not s["missing_numbers"] and s["coverage"] >= need and not s["negated"]
+
+    def score(self, inst, answer, llm=None):
+        why = degenerate_answer(answer.text, inst.query)
+        if inst.qtype == "summary":
+            gold = gold_statements(inst)
+            if why: return {"keyfact_recall": 0.0, "keyfact_correct": 0.0}, {"degenerate": why}
+            sup = [fact_support(answer.text, g, inst.query) for g in gold]
+            covered = [i for i, s in enumerate(sup, 1) if self._holds(s, self.statement_coverage)]
+            recall = len(covered) / len(gold)
+            return ({"keyfact_recall": 100 * recall, "keyfact_correct": 100.0 * (recall >= self.summary_recall)},
+                    {"covered": covered, "coverage": [round(s["coverage"], 3) for s in sup]})
+        if why: return {"keyfact_coverage": 0.0, "keyfact_correct": 0.0}, {"degenerate": why}
+        s = fact_support(answer.text, gold_statements(inst)[0], inst.query)
+        return ({"keyfact_coverage": 100 * s["coverage"], "keyfact_correct": 100.0 * self._holds(s, self.coverage)},
+                {k: v for k, v in s.items() if k != "coverage"})
 
 # %% ../../nbs/13_judges.ipynb #a666df04
 ID_COLUMNS = ["instance_id", "system", "domain", "qtype", "fan_in", "fan_in_bin", "judge", "kind", "status", "error"]
@@ -302,3 +450,76 @@ def answer_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
                 row[f"{pre}f1_of_means"] = summary_aggregate(sub.dropna(subset=["recall"]))["f1_of_means"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+# %% ../../nbs/13_judges.ipynb #jccode01
+CASE_FIELDS = ("id", "qtype", "question", "reference", "statements", "answer", "label")
+
+
+def load_cases(path) -> list[dict]:
+    "The meta-evaluation rows of a JSONL file, checked: a bad row stops with file, line, field, value and the fix."
+    path = Path(path)
+    if not path.exists(): raise FileNotFoundError(f"{path}: no such cases file (the lab's set is data/judge_meta/cases.jsonl)")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip(): continue
+        try: r = json.loads(line)
+        except json.JSONDecodeError as e: raise ValueError(f"{path}:{n}: not JSON ({e.msg}); one object per line") from None
+        missing = [f for f in CASE_FIELDS if f not in r]
+        if missing: raise ValueError(f"{path}:{n}: field(s) {missing} missing; a case needs {', '.join(CASE_FIELDS)}")
+        if r["label"] not in (0, 1): raise ValueError(f"{path}:{n}: label={r['label']!r}; use 1 (correct) or 0 (wrong)")
+        if r["qtype"] not in ("single-fact", "multi-fact", "summary"):
+            raise ValueError(f"{path}:{n}: qtype={r['qtype']!r}; use single-fact, multi-fact or summary")
+        if not isinstance(r["statements"], list): raise ValueError(f"{path}:{n}: statements={r['statements']!r}; give a list (may be empty)")
+        if r["qtype"] == "summary" and not r["statements"] and not r["reference"]:
+            raise ValueError(f"{path}:{n}: a summary case needs statements or a reference")
+        rows.append(r)
+    if not rows: raise ValueError(f"{path}: no cases")
+    return rows
+
+
+def judge_check(judge: Judge, cases: list[dict], llm: LLM | None = None) -> tuple[pd.DataFrame, dict]:
+    "Run `judge` over labelled cases; returns (one row per case with the judge's verdict, summary: n, accuracy, kappa, failed, by kind)."
+    from sklearn.metrics import cohen_kappa_score
+    rows = []
+    def one(c):
+        inst = Instance(id=c["id"], dataset="judge_meta", domain="", query=c["question"], qtype=c["qtype"],
+                        answer=c["reference"] or None, gold_statements=list(c["statements"]), fan_in=0)
+        ans = Answer(instance_id=c["id"], system="judge_check", reader="case", status="ok", text=c["answer"])
+        j = judge.judge(inst, ans, llm if judge.kind == "llm" else None)
+        return {"id": c["id"], "qtype": c["qtype"], "kind": c.get("kind", ""), "label": c["label"], "status": j.status,
+                "verdict": judge.verdict(inst, j), "error": j.error, "scores": j.scores}
+    rows = llm.map(one, cases) if (llm is not None and judge.kind == "llm") else [one(c) for c in cases]
+    df = pd.DataFrame(rows)
+    ok = df[df.verdict.notna()]
+    agree = (df.verdict == df.label)
+    kappa = float(cohen_kappa_score(ok.label, ok.verdict.astype(int))) if len(ok) and ok.label.nunique() > 1 else math.nan
+    by_kind = {k: round(float(g.mean()), 3) for k, g in agree.groupby(df.kind)} if "kind" in df else {}
+    false_pos = {k: int(((df.kind == k) & (df.verdict == 1) & (df.label == 0)).sum()) for k in ("empty", "repeat_question", "refusal")}
+    return df, {"n": len(df), "judged": int(len(ok)), "failed": int(len(df) - len(ok)), "accuracy": float(agree.mean()),
+                "kappa": kappa, "by_kind": by_kind, "false_positives_degenerate": false_pos}
+
+
+DEFAULT_CASES = "data/judge_meta/cases.jsonl"
+_AGREEMENT: dict[str, dict] = {}
+
+
+def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accuracy: float = 0.8) -> dict:
+    "The judge's measured agreement with the lab's labelled cases (computed once per judge x judge model x cases file)."
+
+    path = resolve_path(cases or DEFAULT_CASES)
+    uses = llm if judge.kind == "llm" else None
+    key = config_hash({"judge": judge.setting(), "llm": uses.setting() if uses else None, "cases": str(path),
+                       "mtime": path.stat().st_mtime if path.exists() else None})
+    if key not in _AGREEMENT:
+        _, s = judge_check(judge, load_cases(path), uses)
+        _AGREEMENT[key] = {"cases": str(path.name), "n": s["n"], "accuracy": round(s["accuracy"], 3),
+                           "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 3), "failed": s["failed"],
+                           "validated": s["accuracy"] >= min_accuracy, "min_accuracy": min_accuracy}
+    return _AGREEMENT[key]
+
+
+def agreement_label(a: dict | None) -> str:
+    "How a setting card states a judge's agreement: 'acc 0.91, kappa 0.81 on 96 labelled cases', flagged when below the bar."
+    if not a: return "agreement not measured"
+    s = f"acc {a['accuracy']:.2f}, kappa {a['kappa'] if a['kappa'] is not None else 'nan'} on {a['n']} labelled cases"
+    return s if a["validated"] else s + f" — BELOW {a['min_accuracy']:.2f}: not a validated judge"

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 # %% auto #0
-__all__ = ['LEDGER_FIELDS', 'GGUF_TYPES', 'LLMError', 'request_key', 'LLMCache', 'Ledger', 'parse_json_reply', 'packaged_model',
-           'requantized', 'free_port', 'EmbeddedServer', 'Reply', 'LLM']
+__all__ = ['LEDGER_FIELDS', 'GGUF_TYPES', 'STRUCTURED_MODES', 'LLMError', 'EndpointError', 'request_key', 'LLMCache', 'Ledger',
+           'parse_json_reply', 'packaged_model', 'requantized', 'free_port', 'EmbeddedServer', 'Reply', 'LLM']
 
 # %% ../../nbs/11_llm.ipynb #11e59665
 class LLMError(RuntimeError):
@@ -36,6 +36,11 @@ class LLMError(RuntimeError):
     def __init__(self, reason: str, raw: str | None = None):
         super().__init__(reason)
         self.reason, self.raw = reason, raw
+
+
+class EndpointError(LLMError):
+    """The endpoint cannot serve this stage at all (it does not answer, does not serve the model, or refuses the key).
+    Raised by the preflight; a stage stops at once instead of recording one failure per question."""
 
 
 def request_key(request: dict) -> str:
@@ -65,6 +70,8 @@ class LLMCache:
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, request: dict, reply: dict):
+        "Store a reply; an empty one never (it is a failure, and a rerun must call again)."
+        if not (reply.get("text") or "").strip(): raise ValueError(f"refusing to cache an empty reply for key {key[:16]}")
         self._conn().execute("INSERT OR IGNORE INTO replies VALUES (?,?,?,?)",
                              (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time()))
 
@@ -260,7 +267,7 @@ class EmbeddedServer:
 # %% ../../nbs/11_llm.ipynb #06971e10
 @dataclass
 class Reply:
-    "One chat reply: text, parsed JSON (when a schema was asked for), tokens, latency and whether it came from the cache."
+    "One chat reply: text, parsed JSON (when a schema was asked for), tokens, latency, why it stopped, and whether it came from the cache."
     text: str
     prompt_tokens: int
     completion_tokens: int
@@ -268,8 +275,14 @@ class Reply:
     cached: bool
     model: str
     key: str
+    finish_reason: str | None = None
     parsed: dict | None = None
     repaired: bool = False
+
+    @property
+    def cut(self) -> bool:
+        "True when the reply stopped at the completion budget (`finish_reason=length`): the answer may be incomplete."
+        return self.finish_reason == "length"
 
     def record(self) -> dict:
         "The fields an output row keeps (no text, no parsed object)."
@@ -278,6 +291,10 @@ class Reply:
 
 
 _RETRYABLE_STATUS = {408, 409, 429}
+_CACHED_FIELDS = ("text", "prompt_tokens", "completion_tokens", "latency_ms", "model", "finish_reason")
+# structured-output modes, strongest first: OpenAI's json_schema; llama.cpp's grammar (json_object with a schema);
+# plain JSON mode; plain text (the reply is repaired into the schema)
+STRUCTURED_MODES = ("json_schema", "json_object_schema", "json_object", "none")
 
 
 def _retryable(e: Exception) -> bool:
@@ -287,22 +304,66 @@ def _retryable(e: Exception) -> bool:
     return False
 
 
+def _status(e: Exception) -> int | None: return getattr(e, "status_code", None)
+
+
+def _message(e: Exception) -> str:
+    "The server's own error message when it sent one (OpenAI's `{error: {message}}` shape), else the exception text."
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error")
+        m = err.get("message") if isinstance(err, dict) else body.get("message")
+        if m: return str(m)
+    return str(e)
+
+
+def _unsupported_param(e: Exception, sent: dict) -> str | None:
+    "The sampling parameter a 400 reply rejects (reasoning models reject temperature, top_p and max_tokens), if it names one."
+    if _status(e) not in (400, 422): return None
+    msg = _message(e).lower()
+    if "max_tokens" in msg and "max_completion_tokens" in msg and "max_tokens" in sent: return "max_tokens"
+    for p in ("temperature", "top_p", "seed", "max_tokens", "max_completion_tokens"):
+        if p in sent and re.search(rf"['\"`]?{p}['\"`]?", msg) and re.search(r"unsupported|not support|does not support|invalid|unrecognized|not allowed|only the default", msg):
+            return p
+    return None
+
+
+def _rejects_format(e: Exception) -> bool:
+    "A reply that says the server cannot do the requested structured output (llama-cpp-python answers json_schema with HTTP 500)."
+    s = _status(e)
+    if s is None: return False
+    msg = _message(e).lower()
+    return s >= 500 or (s in (400, 422) and any(w in msg for w in ("response_format", "json_schema", "json_object", "schema", "grammar")))
+
+
 class LLM:
-    "One client for every OpenAI-compatible endpoint (the `openai` package), with the lab's cache, retries and ledger."
+    """One client for every OpenAI-compatible endpoint (the `openai` package), with the lab's cache, retries and ledger.
+    Capabilities are negotiated, not assumed: a reasoning model's 400 on `temperature` / `max_tokens` drops the parameter or
+    renames it to `max_completion_tokens`; `structured="auto"` tries json_schema, then llama.cpp's grammar, then JSON mode,
+    then plain text with repair. A preflight before the first server call checks that the endpoint answers and serves the model."""
     def __init__(self, provider: str, model: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
-                 server: EmbeddedServer | None = None, temperature: float = 0.0, top_p: float = 1.0, max_tokens: int = 256,
-                 seed: int | None = 0, timeout_s: float = 120.0, max_retries: int = 3, backoff_s: float = 1.0,
-                 concurrency: int = 1, structured: str = "json_schema", cache_path=None, ledger: Ledger | None = None):
-        if structured not in ("json_schema", "json_object_schema", "none"):
-            raise ValueError(f"llm.structured={structured!r}: expected json_schema, json_object_schema or none")
+                 api_key_required: bool | None = None, server: EmbeddedServer | None = None, temperature: float = 0.0,
+                 top_p: float = 1.0, max_tokens: int = 256, seed: int | None = 0, timeout_s: float = 120.0,
+                 max_retries: int = 3, backoff_s: float = 1.0, concurrency: int = 1, structured: str = "auto",
+                 context_tokens: int | None = None, tokenizer: str | None = None, preflight: bool = True,
+                 preflight_timeout_s: float = 10.0, cache_path=None, ledger: Ledger | None = None):
+        if structured not in STRUCTURED_MODES + ("auto",):
+            raise ValueError(f"llm.structured={structured!r}: expected auto or one of {', '.join(STRUCTURED_MODES)}")
         self.provider, self.server, self.base_url, self.api_key_env = provider, server, base_url, api_key_env
+        self.api_key_required = (provider == "openai") if api_key_required is None else bool(api_key_required)
         self._model = model
         self.sampling = {"temperature": float(temperature), "top_p": float(top_p), "max_tokens": int(max_tokens), "seed": seed}
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
         self.concurrency, self.structured = max(1, int(concurrency)), structured
+        self._context_tokens, self.tokenizer_name = context_tokens, tokenizer
+        self.preflight_enabled, self.preflight_timeout_s = preflight, preflight_timeout_s
         self.cache = LLMCache(cache_path) if cache_path else None
         self.ledger = ledger if ledger is not None else Ledger()
         self._client = None
+        self._lock = threading.Lock()
+        self._ready: bool | EndpointError = False   # True after a passed preflight; the error after a failed one
+        self.caps = {"token_param": "max_tokens", "dropped": [], "structured": None if structured == "auto" else structured}
+        self._tok = None
 
     @property
     def model(self) -> str:
@@ -310,9 +371,16 @@ class LLM:
         if self.server is not None: return self.server.model_name
         raise ValueError(f"llm provider {self.provider!r}: no model configured (set llm.model=...)")
 
+    @property
+    def endpoint(self) -> str:
+        "The endpoint's identity in cache keys and setting cards: the embedded server by model file, else the base URL."
+        if self.server is not None: return f"embedded:{self.model}"
+        return (self.base_url or "https://api.openai.com/v1").rstrip("/")
+
     def __enter__(self):
         if self.server is not None:
             self.server.start()
+            if self.base_url != self.server.base_url: self._ready = False   # a new server: a new preflight
             self.base_url, self._client = self.server.base_url, None
         return self
 
@@ -327,31 +395,144 @@ class LLM:
             if self.server is not None and not self.base_url:
                 raise LLMError("the embedded server is not started: use the LLM as a context manager (`with instantiate(cfg.llm) as llm:`)")
             key = os.environ.get(self.api_key_env) if self.api_key_env else None
-            if self.api_key_env and not key and self.server is None:
-                raise LLMError(f"environment variable {self.api_key_env} is not set; export it with your API key for provider {self.provider!r}")
+            if self.api_key_required and not key and self.server is None:
+                raise EndpointError(f"environment variable {self.api_key_env} is not set; export it with your API key for provider "
+                                    f"{self.provider!r} ({self.endpoint})")
             self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "unused", max_retries=0, timeout=self.timeout_s)
         return self._client
 
-    def setting(self) -> dict:
-        "What a table's setting card says about this LLM (no URL, no key)."
-        return {"provider": self.provider, "model": self.model, **self.sampling}
+    # -- what the model can hold, in its own tokens ------------------------------------------------------------------------
+    @property
+    def context_tokens(self) -> int | None:
+        "The model's context window: the embedded server's n_ctx, else the configured `context_tokens` (None when unset)."
+        if self._context_tokens: return int(self._context_tokens)
+        return int(self.server.n_ctx) if self.server is not None else None
 
-    def _response_format(self, schema: dict | None, name: str):
-        if schema is None or self.structured == "none": return None
-        if self.structured == "json_object_schema": return {"type": "json_object", "schema": schema}
+    @property
+    def tokenizer(self) -> str:
+        "Which tokenizer counts this model's tokens: the served GGUF's own vocabulary, else the configured BPE (an approximation)."
+        if self.server is not None: return f"gguf:{self.model}"
+        return self.tokenizer_name or "o200k_base"
+
+    def count_tokens(self, text: str) -> int:
+        "Tokens of `text` under `tokenizer` (the GGUF's vocabulary, loaded vocab-only in this process; or a tiktoken-compatible BPE)."
+        with self._lock:
+            if self._tok is None:
+                if self.server is not None:
+                    import llama_cpp
+                    vocab = llama_cpp.Llama(model_path=str(self.server.model_file()), vocab_only=True, verbose=False)
+                    self._tok = lambda t: len(vocab.tokenize(t.encode("utf-8"), add_bos=False, special=False))
+                else:
+                    import bpe_openai
+                    enc = bpe_openai.get_encoding(self.tokenizer)
+                    self._tok = lambda t: len(enc.encode(t))
+        return self._tok(text)
+
+    def setting(self) -> dict:
+        "What identifies this LLM's outputs on a setting card and in folder keys (never a key; see `negotiated` for the wire format)."
+        return {"provider": self.provider, "model": self.model, "endpoint": self.endpoint, **self.sampling,
+                "structured": self.structured, "context_tokens": self.context_tokens}
+
+    def negotiated(self) -> dict:
+        "What the preflight and the replies taught: the token parameter's name, parameters dropped, the structured-output mode."
+        return {"token_param": self.caps["token_param"], "dropped": list(self.caps["dropped"]), "structured": self.caps["structured"]}
+
+    # -- requests and keys ---------------------------------------------------------------------------------------------------
+    def _response_format(self, schema: dict | None, name: str, mode: str | None):
+        if schema is None or mode in (None, "none"): return None
+        if mode == "json_object_schema": return {"type": "json_object", "schema": schema}
+        if mode == "json_object": return {"type": "json_object"}
         return {"type": "json_schema", "json_schema": {"name": re.sub(r"\W", "_", name) or "reply", "schema": schema, "strict": False}}
 
     def request(self, messages: Sequence[dict], *, prompt_version: str = "", schema: dict | None = None, **sampling) -> tuple[dict, str]:
-        "The request as the cache sees it, and its key (no URL, no API key)."
+        """The request as the cache sees it, and its key: the endpoint's identity, the model, the messages, every sampling
+        setting, the schema and the structured-output setting (never the API key). What the negotiation changed in the wire
+        format is not in the key: it is a function of the endpoint, which is."""
         s = {**self.sampling, **sampling}
-        request = {"provider": self.provider, "model": self.model, "messages": list(messages), "sampling": s,
-                   "response_format": self._response_format(schema, prompt_version), "schema": schema,
-                   "prompt_version": prompt_version}
+        request = {"provider": self.provider, "endpoint": self.endpoint, "model": self.model, "messages": list(messages),
+                   "sampling": s, "structured": self.structured, "schema": schema, "prompt_version": prompt_version}
         return request, request_key(request)
 
+    def _wire(self, request: dict) -> dict:
+        "The keyword arguments actually sent, after the negotiated capabilities."
+        kw = {k: v for k, v in request["sampling"].items() if v is not None and k not in self.caps["dropped"]}
+        if "max_tokens" in kw and self.caps["token_param"] != "max_tokens": kw[self.caps["token_param"]] = kw.pop("max_tokens")
+        rf = self._response_format(request["schema"], request["prompt_version"], self.caps["structured"])
+        if rf is not None: kw["response_format"] = rf
+        return kw
+
+    # -- preflight and negotiation -------------------------------------------------------------------------------------------
+    def preflight(self):
+        """Check once, before the first server call, that the endpoint answers and serves the model, and negotiate structured
+        output when `structured=auto`. Raises EndpointError naming the URL and the model; a failure is remembered."""
+        with self._lock:
+            if self._ready is True: return
+            if isinstance(self._ready, EndpointError): raise self._ready
+            if not self.preflight_enabled:
+                self._ready = True
+                return
+            try:
+                self._preflight()
+                self._ready = True
+            except EndpointError as e:
+                self._ready = e
+                raise
+
+    def _preflight(self):
+        import openai
+        where = f"endpoint {self.endpoint} (model {self.model!r})"
+        try:
+            c = self.client().with_options(timeout=self.preflight_timeout_s)
+            served = [m.id for m in c.models.list()]
+        except EndpointError: raise
+        except openai.APIStatusError as e:
+            if e.status_code in (401, 403):
+                raise EndpointError(f"{where} refuses the API key (HTTP {e.status_code}): check ${self.api_key_env}") from None
+            served = None   # some servers do not list models; the probe below decides
+        except Exception as e:
+            raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}. Is the server running, and is "
+                                f"the base URL right (llm.base_url)?") from None
+        if served and self.model not in served and self.server is None:
+            raise EndpointError(f"{where}: the server does not serve this model; it serves {', '.join(served[:10])}. "
+                                f"Set llm.model to one of them.")
+        # one probe: does a request shaped like ours go through? (negotiates parameters and, with structured=auto, the JSON mode)
+        probe_schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+        msgs = [{"role": "user", "content": 'Reply with the JSON object {"ok": true} and nothing else.'}]
+        modes = STRUCTURED_MODES if self.structured == "auto" else (self.structured,)
+        for mode in modes:
+            self.caps["structured"] = mode
+            req = {"sampling": {**self.sampling, "max_tokens": 16}, "schema": probe_schema if mode != "none" else None,
+                   "prompt_version": "preflight"}
+            try:
+                self._send(req, msgs, self.preflight_timeout_s)
+                return
+            except Exception as e:
+                if isinstance(e, openai.APIStatusError) and e.status_code == 404:
+                    raise EndpointError(f"{where}: not found (HTTP 404): {_message(e)[:200]}") from None
+                if isinstance(e, (openai.APIConnectionError, openai.APITimeoutError)):
+                    raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}") from None
+                if _rejects_format(e) and mode != modes[-1]: continue
+                raise EndpointError(f"{where} rejects the lab's requests (structured={mode}): HTTP {_status(e)}: {_message(e)[:300]}") from None
+
+    def _send(self, request: dict, messages: Sequence[dict], timeout: float | None = None):
+        "One HTTP request; a 400 naming a sampling parameter the model rejects is negotiated away and the request sent again."
+        for _ in range(6):
+            kw = self._wire(request)
+            try:
+                c = self.client() if timeout is None else self.client().with_options(timeout=timeout)
+                return c.chat.completions.create(model=self.model, messages=list(messages), **kw), kw
+            except Exception as e:
+                p = _unsupported_param(e, kw)
+                if p is None: raise
+                if p == "max_tokens" and "max_completion_tokens" in _message(e).lower(): self.caps["token_param"] = "max_completion_tokens"
+                elif p not in self.caps["dropped"]: self.caps["dropped"] = self.caps["dropped"] + [p]
+        raise LLMError(f"could not negotiate the request parameters with {self.endpoint}")
+
+    # -- calls -------------------------------------------------------------------------------------------------------------
     def chat(self, messages: Sequence[dict], *, stage: str = "", system: str = "", prompt_version: str = "",
              schema: dict | None = None, **sampling) -> Reply:
-        "One chat completion through the cache; raises LLMError (after retries) when it fails or its JSON cannot be repaired."
+        """One chat completion through the cache; raises LLMError (after retries) when it fails, its reply is empty or not
+        JSON, or its structured output cannot be repaired. Only non-empty replies are cached."""
         request, key = self.request(messages, prompt_version=prompt_version, schema=schema, **sampling)
         s = request["sampling"]
         cacheable = self.cache is not None and (s["temperature"] == 0 or s.get("seed") is not None)
@@ -360,12 +541,17 @@ class LLM:
         if hit is not None:
             self.ledger.add(stage, system, cache_hits=1, replayed_prompt_tokens=hit["prompt_tokens"],
                             replayed_completion_tokens=hit["completion_tokens"])
-            reply = Reply(hit["text"], hit["prompt_tokens"], hit["completion_tokens"], hit["latency_ms"], True, hit["model"], key)
+            reply = Reply(hit["text"], hit["prompt_tokens"], hit["completion_tokens"], hit["latency_ms"], True, hit["model"], key,
+                          hit.get("finish_reason"))
         else:
             self.ledger.add(stage, system, **({"cache_misses": 1} if cacheable else {"uncached": 1}))
+            try: self.preflight()
+            except EndpointError:
+                self.ledger.add(stage, system, failures=1)
+                raise
             reply = self._call(request, key, stage, system)
             if cacheable:
-                self.cache.put(key, request, {k: v for k, v in asdict(reply).items() if k in ("text", "prompt_tokens", "completion_tokens", "latency_ms", "model")})
+                self.cache.put(key, request, {k: v for k, v in asdict(reply).items() if k in _CACHED_FIELDS})
         if schema is not None:
             try: reply.parsed, reply.repaired = parse_json_reply(reply.text, schema)
             except LLMError:
@@ -374,9 +560,7 @@ class LLM:
         return reply
 
     def _call(self, request: dict, key: str, stage: str, system: str) -> Reply:
-        s = request["sampling"]
-        kw = {k: v for k, v in s.items() if v is not None}
-        if request["response_format"] is not None: kw["response_format"] = request["response_format"]
+        import openai
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -385,18 +569,40 @@ class LLM:
             t0 = time.perf_counter()
             try:
                 self.ledger.add(stage, system, calls=1)
-                r = self.client().chat.completions.create(model=request["model"], messages=request["messages"], **kw)
+                r, _ = self._send(request, request["messages"])
             except Exception as e:
                 last = e
+                if isinstance(e, openai.APIConnectionError) and attempt == 0 and not self._healthy_now():
+                    break   # the endpoint is gone: no use waiting through the backoff
                 if not _retryable(e): break
                 continue
-            u = r.usage
-            text = r.choices[0].message.content or "" if r.choices else ""
-            pt, ct = (u.prompt_tokens, u.completion_tokens) if u else (0, 0)
+            if not hasattr(r, "choices"):   # a 200 whose body is not a chat completion (an HTML error page, a proxy's text)
+                last = LLMError(f"the reply from {self.endpoint} is not a chat completion (not JSON): {str(r)[:120]!r}")
+                continue
+            u = getattr(r, "usage", None)
+            pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
             self.ledger.add(stage, system, prompt_tokens=pt, completion_tokens=ct)
-            return Reply(text, pt, ct, (time.perf_counter() - t0) * 1000, False, r.model or request["model"], key)
+            if not r.choices:
+                last = LLMError(f"empty reply from {self.endpoint}: no choices"); break
+            ch = r.choices[0]
+            text, finish = (ch.message.content if ch.message else None) or "", ch.finish_reason
+            if not text.strip():
+                hint = " (the completion budget was spent before any answer: raise max_tokens)" if finish == "length" else ""
+                last = LLMError(f"empty reply from {self.endpoint}: content is {'null' if ch.message is None or ch.message.content is None else 'empty'}, "
+                                f"finish_reason={finish}{hint}")
+                break
+            return Reply(text, pt, ct, (time.perf_counter() - t0) * 1000, False, r.model or request["model"], key, finish)
         self.ledger.add(stage, system, failures=1)
-        raise LLMError(f"{type(last).__name__}: {str(last)[:300]}")
+        if isinstance(last, LLMError): raise last
+        raise LLMError(f"{type(last).__name__} from {self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
+
+    def _healthy_now(self) -> bool:
+        "A quick look: does the endpoint still accept connections? (Avoids a minute of backoff against a closed port.)"
+        from urllib.parse import urlparse
+        u = urlparse(self.base_url or "https://api.openai.com/v1")
+        try:
+            with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=2): return True
+        except OSError: return False
 
     def map(self, fn: Callable, items: Sequence) -> list:
         "fn over items with at most `concurrency` calls in flight; results in input order."

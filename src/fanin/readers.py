@@ -18,7 +18,7 @@ from .llm import LLM, LLMError
 from .schema import Answer, Instance, Pack, Unit
 
 # %% auto #0
-__all__ = ['Prompt', 'load_prompt', 'format_evidence', 'Reader']
+__all__ = ['Prompt', 'load_prompt', 'fit_evidence', 'Reader', 'split_rationale']
 
 # %% ../../nbs/12_readers.ipynb #987758d2
 _FIELD = re.compile(r"\{(\w+)\}")
@@ -64,44 +64,106 @@ def load_prompt(name: str, folder: str | None = None) -> Prompt:
     return Prompt(d.get("name", name), int(d["version"]), d["system"], d["user"], d.get("schema"))
 
 # %% ../../nbs/12_readers.ipynb #9d99c2af
-def format_evidence(units: list[Unit], budget_chars: int) -> tuple[str, dict]:
-    "Numbered passages labelled with their document; each unit gets an equal share of the budget. Returns (text, meta)."
-    if not units: return "(no evidence)", {"evidence_units": 0, "evidence_chars": 0, "cut_chars": 0}
-    share = max(1, budget_chars // len(units))
-    parts, cut = [], 0
-    for i, u in enumerate(units, 1):
-        t = " ".join(u.text.split())
-        if len(t) > share:
-            keep = t[:share].rsplit(" ", 1)[0] if " " in t[:share] else t[:share]
-            cut += len(t) - len(keep); t = keep + " …"
-        parts.append(f"[{i}] ({u.doc_id}) {t}")
-    text = "\n\n".join(parts)
-    return text, {"evidence_units": len(units), "evidence_chars": len(text), "cut_chars": cut}
+def _passage(i: int, u: Unit) -> str: return f"[{i}] ({u.doc_id}) {' '.join(u.text.split())}"
+
+
+def fit_evidence(units: list[Unit], budget_tokens: int, count) -> tuple[str, dict]:
+    """Numbered passages labelled with their document, whole units in rank order while they fit `budget_tokens` (counted with
+    `count`, the reader model's tokenizer). Nothing is cut inside a unit, except the first when it alone exceeds the budget
+    (then its head is shown, so the reader still sees the best unit). Returns (text, meta); meta records what was shown."""
+    if not units:
+        return "(no evidence)", {"units_in_pack": 0, "units_shown": 0, "tokens_in_pack": 0, "tokens_shown": 0,
+                                 "budget_tokens": budget_tokens, "truncated": False, "first_unit_cut": False}
+    parts = [_passage(i, u) for i, u in enumerate(units, 1)]
+    sizes = [count(p) + 2 for p in parts]  # + the blank line between passages
+    shown, used = 0, 0
+    while shown < len(parts) and used + sizes[shown] <= budget_tokens:
+        used += sizes[shown]; shown += 1
+    first_cut = False
+    if shown == 0:  # the best unit alone is over the budget: show its head (cut at a word, halving until it fits)
+        words = parts[0].split(" ")
+        n = max(1, int(len(words) * budget_tokens / max(sizes[0], 1)))
+        while n > 1 and count(" ".join(words[:n]) + " …") > budget_tokens: n = int(n * 0.9)
+        parts, shown, first_cut = [" ".join(words[:n]) + " …"], 1, True
+        used = count(parts[0])
+    text = "\n\n".join(parts[:shown])
+    return text, {"units_in_pack": len(units), "units_shown": shown if not first_cut else 0, "tokens_in_pack": sum(sizes),
+                  "tokens_shown": used, "budget_tokens": budget_tokens,
+                  "truncated": first_cut or shown < len(units), "first_unit_cut": first_cut}
 
 
 class Reader:
-    "Question + pack -> answer, through the LLM layer; closed-book packs get the hint prompt."
+    """Question + pack -> answer, through the LLM layer; closed-book packs get the hint prompt.
+    The evidence budget is in tokens of the reader model's own tokenizer: its context window minus the prompt (with no
+    evidence), the answer budget (`max_tokens`) and a margin for the chat template; `evidence_tokens` caps it further.
+    Whole units are shown in rank order; what was cut is recorded on every answer."""
     def __init__(self, name: str = "authtrace", prompt: str = "answer", closed_book_prompt: str = "answer_closed_book",
-                 evidence_chars: int = 4000, max_tokens: int = 256):
-        self.name, self.evidence_chars, self.max_tokens = name, evidence_chars, max_tokens
-        self.prompt, self.closed_prompt = load_prompt(prompt), load_prompt(closed_book_prompt)
+                 rationale_prompt: str = "answer_rationale", evidence_tokens: int | None = None, max_tokens: int = 256,
+                 margin_tokens: int = 64, rationale: bool = False):
+        self.name, self.evidence_tokens, self.max_tokens, self.margin_tokens = name, evidence_tokens, max_tokens, margin_tokens
+        self.rationale = rationale
+        self.prompt, self.closed_prompt = load_prompt(rationale_prompt if rationale else prompt), load_prompt(closed_book_prompt)
+        self._names = {"prompt": prompt, "closed_book_prompt": closed_book_prompt, "rationale_prompt": rationale_prompt}
+
+    def with_rationale(self) -> "Reader":
+        "The same reader asked for an answer and its rationale (GraphRAG-Bench's R and AR judge the rationale)."
+        if self.rationale: return self
+        return Reader(self.name, evidence_tokens=self.evidence_tokens, max_tokens=self.max_tokens,
+                      margin_tokens=self.margin_tokens, rationale=True, **self._names)
 
     def setting(self) -> dict:
         return {"reader": self.name, "prompt": self.prompt.id, "closed_book_prompt": self.closed_prompt.id,
-                "evidence_chars": self.evidence_chars, "max_tokens": self.max_tokens}
+                "evidence_tokens": self.evidence_tokens, "margin_tokens": self.margin_tokens, "max_tokens": self.max_tokens,
+                "rationale": self.rationale}
 
-    def messages(self, inst: Instance, pack: Pack, hint: str = "") -> tuple[list[dict], Prompt, dict]:
+    def budget(self, llm: LLM, question: str) -> int:
+        "Evidence tokens this question's prompt can carry on `llm`: context - prompt without evidence - answer - margin."
+        ctx = llm.context_tokens
+        if ctx is None:
+            if self.evidence_tokens: return int(self.evidence_tokens)
+            raise LLMError(f"reader {self.name}: the context window of {llm.model!r} is unknown; set its LLM config's "
+                           f"context_tokens (e.g. reader_llm.context_tokens=128000) or reader.evidence_tokens")
+        bare = sum(llm.count_tokens(m["content"]) + 4 for m in self.prompt.messages(question=question, evidence=""))
+        room = int(ctx) - bare - self.max_tokens - self.margin_tokens
+        if room <= 0:
+            raise LLMError(f"reader {self.name}: no room for evidence in {ctx} tokens of {llm.model!r} (prompt {bare}, "
+                           f"answer {self.max_tokens}, margin {self.margin_tokens}); raise the context or lower reader.max_tokens")
+        return min(room, int(self.evidence_tokens)) if self.evidence_tokens else room
+
+    def messages(self, llm: LLM, inst: Instance, pack: Pack, hint: str = "") -> tuple[list[dict], Prompt, dict]:
         if pack.system == "closed_book":
-            return self.closed_prompt.messages(question=inst.query, hint=hint or inst.domain), self.closed_prompt, {"evidence_units": 0}
-        ev, meta = format_evidence(pack.units, self.evidence_chars)
+            return self.closed_prompt.messages(question=inst.query, hint=hint or inst.domain), self.closed_prompt, {"units_in_pack": 0}
+        ev, meta = fit_evidence(pack.units, self.budget(llm, inst.query), llm.count_tokens)
         return self.prompt.messages(question=inst.query, evidence=ev), self.prompt, meta
 
     def answer(self, llm: LLM, inst: Instance, pack: Pack, hint: str = "") -> Answer:
-        "One answer row; a failed call is a row with status=failed and the reason (never an empty 'answer')."
-        msgs, p, meta = self.messages(inst, pack, hint)
-        base = dict(instance_id=inst.id, system=pack.system, reader=self.name, prompt_version=p.id, meta=meta)
+        """One answer row; a failed call is a row with status=failed and the reason (never an empty 'answer'). An answer cut
+        at the token budget is kept and flagged (`meta.cut`); the endpoint being unusable (EndpointError) stops the stage."""
+        base = dict(instance_id=inst.id, system=pack.system, reader=self.name, model=llm.model)
+        try:
+            msgs, p, meta = self.messages(llm, inst, pack, hint)
+        except LLMError as e:
+            return Answer(**base, status="failed", error=e.reason)
+        base.update(prompt_version=p.id, meta=meta)
         try:
             r = llm.chat(msgs, stage="answer", system=pack.system, prompt_version=p.id, max_tokens=self.max_tokens)
+        except EndpointError: raise
         except LLMError as e:
-            return Answer(**base, model=llm.model, status="failed", error=e.reason)
-        return Answer(**base, status="ok", text=r.text.strip(), **r.record())
+            return Answer(**base, status="failed", error=e.reason)
+        meta.update(finish_reason=r.finish_reason, cut=r.cut)
+        text = r.text.strip()
+        if self.rationale and p is self.prompt:
+            text, meta["rationale"] = split_rationale(text)
+        rec = r.record(); meta["served_model"] = rec.pop("model")
+        return Answer(**base, status="ok", text=text, **rec)
+
+
+_RATIONALE = re.compile(r"^\s*(?:\**\s*)?rationale\s*(?:\**\s*)?:\s*", re.I | re.M)
+_ANSWER = re.compile(r"^\s*(?:\**\s*)?answer\s*(?:\**\s*)?:\s*", re.I)
+
+
+def split_rationale(text: str) -> tuple[str, str]:
+    "Split a reply of the form 'Answer: ... Rationale: ...' into (answer, rationale); rationale '' when the reader gave none."
+    m = _RATIONALE.search(text)
+    ans, rat = (text[:m.start()], text[m.end():]) if m else (text, "")
+    return _ANSWER.sub("", ans.strip(), count=1).strip(), rat.strip()

@@ -1,0 +1,91 @@
+"""A small OpenAI-compatible stand-in server on loopback, for behaviour no local llama.cpp server has: a reasoning model's
+parameter rules (HTTP 400 on `temperature` and `max_tokens`, naming `max_completion_tokens`), a server that answers
+`json_schema` with HTTP 500 (as llama-cpp-python does), and malformed 200 replies (no choices, null content, an HTML body,
+an answer cut at the token budget). Every request it receives is kept in `requests`."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+def _default_reply(body: dict) -> str:
+    rf = body.get("response_format") or {}
+    if rf or "json" in json.dumps(body.get("messages", [])).lower():
+        return json.dumps({"ok": True, "correct": True, "reason": "stand-in"})
+    return "Paris."
+
+
+class StandIn:
+    """`with StandIn(reasoning=True) as s: LLM(provider="vllm", base_url=s.base_url, model=s.model, ...)`.
+    reasoning: reject temperature (other than 1) and max_tokens with HTTP 400, as OpenAI's reasoning models do.
+    no_json_schema: answer response_format json_schema with HTTP 500, as llama-cpp-python does.
+    fault: one of None, "no_choices", "null_content", "html", "cut" — how every chat reply is malformed.
+    reply: body -> reply text."""
+
+    def __init__(self, model: str = "standin-1", reasoning: bool = False, no_json_schema: bool = False,
+                 fault: str | None = None, reply: Callable[[dict], str] = _default_reply, list_models: bool = True):
+        self.model, self.reasoning, self.no_json_schema, self.fault = model, reasoning, no_json_schema, fault
+        self.reply, self.list_models = reply, list_models
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a): pass
+
+            def _send(self, status: int, payload, ctype="application/json"):
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    if not outer.list_models: return self._send(404, {"error": {"message": "not found"}})
+                    return self._send(200, {"object": "list", "data": [{"id": outer.model, "object": "model"}]})
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                outer.requests.append(body)
+                if not self.path.endswith("/chat/completions"): return self._send(404, {"error": {"message": "no route"}})
+                if body.get("model") != outer.model:
+                    return self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist", "type": "invalid_request_error"}})
+                if outer.reasoning:
+                    if "max_tokens" in body:
+                        return self._send(400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                                                     "Use 'max_completion_tokens' instead.", "type": "invalid_request_error",
+                                                          "param": "max_tokens", "code": "unsupported_parameter"}})
+                    if "temperature" in body and body["temperature"] != 1:
+                        return self._send(400, {"error": {"message": f"Unsupported value: 'temperature' does not support {body['temperature']} "
+                                                                     "with this model. Only the default (1) value is supported.",
+                                                          "type": "invalid_request_error", "param": "temperature", "code": "unsupported_value"}})
+                if outer.no_json_schema and (body.get("response_format") or {}).get("type") == "json_schema":
+                    return self._send(500, {"error": {"message": "Internal Server Error", "type": "internal_server_error"}})
+                if outer.fault == "html":
+                    return self._send(200, "<html><body><h1>Bad gateway</h1></body></html>", "text/html")
+                text, finish = outer.reply(body), "stop"
+                if outer.fault == "cut": text, finish = text[: max(1, len(text) // 2)], "length"
+                msg = {"role": "assistant", "content": None if outer.fault == "null_content" else text}
+                choices = [] if outer.fault == "no_choices" else [{"index": 0, "message": msg, "finish_reason": finish}]
+                self._send(200, {"id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": outer.model,
+                                 "choices": choices, "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str: return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def chats(self) -> list[dict]: return [r for r in self.requests if "messages" in r]
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
