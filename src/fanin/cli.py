@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import ConfigError, compose, resolve_path
+from .config import ConfigError, compose, instantiate, resolve_path
+from .llm import EndpointError
+from .pipeline import StageFailed
 
 # %% auto #0
 __all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'sweep_overrides',
            'topk_frame', 'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_routing',
-           'cmd_sweep', 'main']
+           'cmd_sweep', 'cmd_judge_check', 'main']
 
 # %% ../../nbs/09_cli.ipynb #772bd763
 def table_name(cfg) -> str:
@@ -218,6 +220,31 @@ def cmd_sweep(overrides, kernel="python3"):
     fig_topk(topk, out / "figures" / f"{name}_er_ep.png", setting)
     print(topk.to_string(index=False))
 
+
+def cmd_judge_check(overrides, cases=None, out=None) -> dict:
+    """Run the configured judge (`judge=<name>`, on `judge_llm` / `llm` when it is an LLM judge) over labelled cases; print the
+    agreement by kind and, last, `judge-check judge=<name> model=<model> n=<N> accuracy=<float> kappa=<float>`."""
+    from fanin.judges import DEFAULT_CASES, judge_check, load_cases
+    from fanin.pipeline import make_llm
+    cfg = compose(overrides)
+    judge = instantiate(cfg.judge)
+    rows = load_cases(resolve_path(cases or DEFAULT_CASES))
+    llm = make_llm(cfg, role="judge") if judge.kind == "llm" else None
+    if llm is not None:
+        with llm: df, s = judge_check(judge, rows, llm)
+    else: df, s = judge_check(judge, rows)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", encoding="utf-8") as f:
+            for r in df.to_dict("records"):
+                f.write(json.dumps({**r, "verdict": None if r["verdict"] != r["verdict"] else int(r["verdict"])}, default=str) + "\n")
+    model = llm.model if llm is not None else "rules"
+    print("agreement by kind: " + " ".join(f"{k}={v:.3f}" for k, v in s["by_kind"].items()))
+    print("false positives on degenerate answers: " + " ".join(f"{k}={v}" for k, v in s["false_positives_degenerate"].items())
+          + f"; failed judgments: {s['failed']}")
+    print(f"judge-check judge={judge.name} model={model} n={s['n']} accuracy={s['accuracy']:.4f} kappa={s['kappa']:.4f}")
+    return s
+
 # %% ../../nbs/09_cli.ipynb #7a968fec
 def main(argv=None):
     p = argparse.ArgumentParser(prog="fanin", description="fanin: evidence construction judged by fan-in. Every command takes Hydra overrides.")
@@ -233,6 +260,9 @@ def main(argv=None):
                     ("costs", "index / LLM / latency costs and graph statistics of an experiment's runs (outputs/tables/<name>_costs.csv)"),
                     ("routing", "fan-in estimators (classifier vs LLM), routing accuracy, router vs its components (outputs/tables/<name>_routing_*.csv)")]:
         sub.add_parser(name, help=h)
+    jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
+    jc.add_argument("--cases", default=None, help="JSONL cases (default: data/judge_meta/cases.jsonl)")
+    jc.add_argument("--out", default=None, help="write one JSONL row per case with the judge's verdict")
     d = sub.add_parser("data", help="fetch WildGraphBench (needs the internet)"); d.add_argument("--dest", default=None)
     sg = sub.add_parser("segment", help="canonical segments (AuthTrace K.2) of a UTF-8 text file, one JSON object per line")
     sg.add_argument("file"); sg.add_argument("--target", type=int, default=120); sg.add_argument("--max-tokens", type=int, default=180)
@@ -252,6 +282,7 @@ def main(argv=None):
             if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
             cmd_run(overrides, stages)
         elif args.cmd == "stats": cmd_stats(overrides)
+        elif args.cmd == "judge-check": cmd_judge_check(overrides, args.cases, args.out)
         elif args.cmd == "data": cmd_data(args.dest)
         elif args.cmd == "segment": cmd_segment(args.file, args.target, args.max_tokens, args.min_tokens)
         elif args.cmd == "data-report": cmd_data_report(overrides)
@@ -269,6 +300,9 @@ def main(argv=None):
     except (ConfigError, FileNotFoundError) as e:
         print(f"fanin {args.cmd}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except (StageFailed, EndpointError) as e:   # what succeeded is written; DVC must not record the stage as done
+        print(f"fanin {args.cmd}: failed: {e}", file=sys.stderr)
+        sys.exit(1)
 
 # %% ../../nbs/09_cli.ipynb #c4e0d580
 if __name__ == "__main__": main()

@@ -132,6 +132,7 @@ def gold_units(inst: Instance) -> list[str]:
 
 class LLMEvidenceJudge:
     "App. K.4 / K.5: ER per gold unit against the whole pack, EP per segment against all gold units; binary, via the LLM layer."
+    uses_llm = True
     name = "llm"
 
     def __init__(self, name: str = "evidence_llm", er_prompt: str = "judge_er", ep_prompt: str = "judge_ep",

@@ -23,12 +23,12 @@ from .text import lexical_tokens
 from .config import config_hash, repo_root, resolve_path
 
 # %% auto #0
-__all__ = ['ID_COLUMNS', 'CASE_FIELDS', 'DEFAULT_CASES', 'normalize_answer', 'exact_match', 'token_f1', 'containment',
-           'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic', 'summary_aggregate',
-           'parse_choices', 'gb_choice_accuracy', 'gb_multi_select_accuracy', 'gb_ar', 'sentences', 'gold_statements',
-           'degenerate_answer', 'Judge', 'ProxyJudge', 'WildGraphBenchJudge', 'AnswerCorrectnessJudge',
-           'GraphRAGBenchJudge', 'numbers', 'novel_part', 'fact_support', 'KeyFactJudge', 'answer_table', 'load_cases',
-           'judge_check', 'judge_agreement', 'agreement_label']
+__all__ = ['ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'DEFAULT_CASES', 'normalize_answer', 'exact_match', 'token_f1',
+           'containment', 'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic',
+           'summary_aggregate', 'parse_choices', 'gb_choice_accuracy', 'gb_multi_select_accuracy', 'gb_ar', 'sentences',
+           'gold_statements', 'degenerate_answer', 'Judge', 'ProxyJudge', 'WildGraphBenchJudge',
+           'AnswerCorrectnessJudge', 'GraphRAGBenchJudge', 'numbers', 'novel_part', 'fact_support', 'KeyFactJudge',
+           'answer_table', 'load_cases', 'judge_check', 'judge_agreement', 'agreement_label']
 
 # %% ../../nbs/13_judges.ipynb #87464409
 def normalize_answer(s: str) -> str:
@@ -431,18 +431,28 @@ class KeyFactJudge(Judge):
                 {k: v for k, v in s.items() if k != "coverage"})
 
 # %% ../../nbs/13_judges.ipynb #a666df04
-ID_COLUMNS = ["instance_id", "system", "domain", "qtype", "fan_in", "fan_in_bin", "judge", "kind", "status", "error"]
+ID_COLUMNS = ["instance_id", "system", "domain", "qtype", "fan_in", "fan_in_bin", "judge", "judge_model", "kind", "status", "error",
+              "reader", "reader_model", "answer_status"]
+# what the reader saw: summarised per group as shares, not averaged as scores
+SEEN_COLUMNS = ["units_in_pack", "units_shown", "tokens_in_pack", "tokens_shown", "truncated", "cut"]
 
 
 def answer_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    "Mean answer scores per group, with judged / missing counts and f1_of_means for statement scores."
-    by = list(by)
-    scores = [c for c in df.columns if c not in ID_COLUMNS and c not in by]
+    """Mean answer scores per group, with judged / missing counts, f1_of_means for statement scores, and what the reader saw:
+    `truncated_share` (answers whose pack was not shown whole), `tokens_shown_share` (pack tokens shown / pack tokens) and
+    `cut_share` (answers stopped at max_tokens)."""
+    by = [b for b in by if b in df.columns]
+    scores = [c for c in df.columns if c not in ID_COLUMNS and c not in SEEN_COLUMNS and c not in by]
     rows = []
     for key, g in df.groupby(by, sort=True, dropna=False):
         ok = g[g.status == "ok"]
         row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
         row.update(questions=len(g), judged=len(ok), missing=int((g.status != "ok").sum()))
+        if "truncated" in g and g["truncated"].notna().any():
+            seen = g[g["tokens_in_pack"].fillna(0) > 0]
+            row["truncated_share"] = float(seen["truncated"].astype(bool).mean()) if len(seen) else math.nan
+            row["tokens_shown_share"] = float(seen["tokens_shown"].sum() / seen["tokens_in_pack"].sum()) if len(seen) else math.nan
+            row["cut_share"] = float(g["cut"].fillna(False).astype(bool).mean())
         for c in scores: row[c] = ok[c].mean() if c in ok and ok[c].notna().any() else math.nan
         for pre in {c[: -len("precision")] for c in scores if c.endswith("precision")}:
             if f"{pre}recall" in ok and ok[f"{pre}precision"].notna().any():

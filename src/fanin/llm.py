@@ -480,7 +480,7 @@ class LLM:
 
     def _preflight(self):
         import openai
-        where = f"endpoint {self.endpoint} (model {self.model!r})"
+        where = f"endpoint {self.base_url or self.endpoint} (model {self.model!r})"
         try:
             c = self.client().with_options(timeout=self.preflight_timeout_s)
             served = [m.id for m in c.models.list()]
@@ -492,9 +492,8 @@ class LLM:
         except Exception as e:
             raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}. Is the server running, and is "
                                 f"the base URL right (llm.base_url)?") from None
-        if served and self.model not in served and self.server is None:
-            raise EndpointError(f"{where}: the server does not serve this model; it serves {', '.join(served[:10])}. "
-                                f"Set llm.model to one of them.")
+        # a model not in the list is not yet an error: llama.cpp's server serves one model under any name; the probe decides
+        listed = f"; it lists {', '.join(served[:10])}: set llm.model to one of them" if served and self.model not in served else ""
         # one probe: does a request shaped like ours go through? (negotiates parameters and, with structured=auto, the JSON mode)
         probe_schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
         msgs = [{"role": "user", "content": 'Reply with the JSON object {"ok": true} and nothing else.'}]
@@ -508,7 +507,7 @@ class LLM:
                 return
             except Exception as e:
                 if isinstance(e, openai.APIStatusError) and e.status_code == 404:
-                    raise EndpointError(f"{where}: not found (HTTP 404): {_message(e)[:200]}") from None
+                    raise EndpointError(f"{where}: not found (HTTP 404): {_message(e)[:200]}{listed}") from None
                 if isinstance(e, (openai.APIConnectionError, openai.APITimeoutError)):
                     raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}") from None
                 if _rejects_format(e) and mode != modes[-1]: continue
@@ -594,7 +593,7 @@ class LLM:
             return Reply(text, pt, ct, (time.perf_counter() - t0) * 1000, False, r.model or request["model"], key, finish)
         self.ledger.add(stage, system, failures=1)
         if isinstance(last, LLMError): raise last
-        raise LLMError(f"{type(last).__name__} from {self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
+        raise LLMError(f"{type(last).__name__} from {self.base_url or self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
 
     def _healthy_now(self) -> bool:
         "A quick look: does the endpoint still accept connections? (Avoids a minute of backoff against a closed port.)"

@@ -24,16 +24,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import (ConfigError, compose, config_dir, config_hash, instantiate, k_for, repo_root,
                           resolve_path, run_key, system_hash)
-from .judges import answer_table
-from .llm import LLM, Ledger
+from .judges import answer_table, judge_agreement
+from .llm import LLM, EndpointError, Ledger
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 
 # %% auto #0
-__all__ = ['PACKAGES', 'RETRIEVAL_STAGES', 'STAGES', 'load_dataset', 'make_system', 'index_store', 'run_dir', 'git_commit',
-           'versions', 'write_manifest', 'stage_index', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
-           'answer_sample', 'answer_folder', 'stage_answer', 'stage_judge', 'group_node', 'evidence_judge_nodes',
-           'stage_evidence', 'judge_nodes', 'needs_llm_server', 'make_llm', 'run_answers', 'run_system',
+__all__ = ['PACKAGES', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'load_dataset', 'make_system', 'index_store', 'run_dir',
+           'git_commit', 'versions', 'write_manifest', 'stage_index', 'stage_retrieve', 'stage_evaluate',
+           'stage_tables', 'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer',
+           'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes',
+           'role_node', 'needs_llm', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system',
            'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #7fccd8ec
@@ -184,17 +185,39 @@ def answer_sample(cfg: DictConfig, bench) -> list:
     return [i for i in insts if i.id in keep]
 
 
+class StageFailed(RuntimeError):
+    "A stage wrote what succeeded, but more of its records failed than `answer.max_failed_share` allows: the run must not count as done."
+
+
+def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9.]+", "-", s.split("/")[-1]).strip("-")
+
+
 def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
-    "Where one reader x LLM x sample's answers of a run live."
+    "Where one (packs, reader, reader model, prompt version, sample)'s answers live: `<run>/answers-<reader>-<model>-<hash>/`."
     ident = {"reader": reader.setting(), "llm": llm.setting(), "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
-    ident["sample"].pop("judges", None)
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", llm.model.split("/")[-1]).strip("-")
-    return folder / f"answers-{reader.name}-{slug}-{config_hash(ident)}"
+    for k in ("judges", "max_failed_share", "check_judges"): ident["sample"].pop(k, None)
+    return folder / f"answers-{reader.name}-{_slug(llm.model)}-{config_hash(ident)}"
+
+
+def judgment_folder(answers: Path, judge, llm) -> Path:
+    "Where one (answers, judge, judge model, prompt versions)'s judgments live: `<answers>/judged-<judge>-<model>-<hash>/`."
+    model = llm.setting() if judge.kind == "llm" else None
+    return answers / f"judged-{judge.name}-{_slug(llm.model) if model else 'rules'}-{config_hash({'judge': judge.setting(), 'llm': model})}"
 
 
 def _topic(bench, domain):
     try: return f"{bench.topic_dir(domain).name} ({domain})"
     except Exception: return domain
+
+
+def _check_failures(cfg, what: str, rows, where: Path):
+    "Raise StageFailed when the failed share of `rows` passes `answer.max_failed_share` (default 0: any failure)."
+    allowed = float((cfg.get("answer") or {}).get("max_failed_share", 0.0))
+    failed = [r for r in rows if r.status != "ok"]
+    if rows and len(failed) / len(rows) > allowed:
+        reasons = sorted({r.error.split(":")[0][:80] for r in failed})
+        raise StageFailed(f"{what}: {len(failed)} of {len(rows)} failed (allowed share {allowed:g}) in {where}; "
+                          f"reasons: {'; '.join(reasons[:5])}. What succeeded is written; rerun to retry the failures.")
 
 
 def stage_answer(cfg: DictConfig, bench, folder: Path, llm, reader) -> Path:
@@ -214,27 +237,62 @@ def stage_answer(cfg: DictConfig, bench, folder: Path, llm, reader) -> Path:
     rows = ([one(i) for i in _progress(cfg, sample, desc=f"answer {cfg.system.name}", leave=False)]
             if llm.concurrency == 1 else llm.map(one, sample))
     write_jsonl(out / "answers.jsonl", rows)
-    write_manifest(out, reader=reader.setting(), llm=llm.setting(), questions=len(rows),
-                   failed=sum(r.status == "failed" for r in rows))
+    shown = [r.meta for r in rows if r.status == "ok" and r.meta.get("units_in_pack")]
+    write_manifest(out, reader=reader.setting(), llm=llm.setting(), negotiated=llm.negotiated(), tokenizer=llm.tokenizer,
+                   questions=len(rows), failed=sum(r.status == "failed" for r in rows),
+                   truncated=sum(bool(m.get("truncated")) for m in shown), cut_answers=sum(bool(r.meta.get("cut")) for r in rows))
+    (folder / "answers.current").write_text(out.name + "\n")
     return out
 
 
+def answer_rows(answers: list, insts: dict) -> pd.DataFrame:
+    "What the reader saw and wrote, per answer: units and tokens shown vs in the pack, truncated, cut at max_tokens."
+    rows = []
+    for a in answers:
+        m = a.meta
+        rows.append({"instance_id": a.instance_id, "system": a.system, "reader": a.reader, "reader_model": a.model,
+                     "answer_status": a.status, "units_in_pack": m.get("units_in_pack"), "units_shown": m.get("units_shown"),
+                     "tokens_in_pack": m.get("tokens_in_pack"), "tokens_shown": m.get("tokens_shown"),
+                     "truncated": m.get("truncated"), "cut": m.get("cut")})
+    return pd.DataFrame(rows)
+
+
 def stage_judge(cfg: DictConfig, bench, out: Path, llm, judges) -> pd.DataFrame:
-    "Apply every judge to the answers in `out`; writes judgments-<judge>.jsonl and answer_metrics.csv."
+    """Apply every judge to the answers in `out`: each judge's judgments go to its own `judged-<judge>-<model>-<hash>/`
+    (judgments.jsonl, scores.csv, manifest.json), so several judges and judge models sit beside each other over one answer
+    set; `answer_metrics.csv` holds this invocation's judges, with what the reader saw."""
     answers = read_jsonl(out / "answers.jsonl", Answer)
     insts = {i.id: i for i in bench.instances()}
-    rows = []
+    seen = answer_rows(answers, insts)
+    frames = []
+    check = bool((cfg.get("answer") or {}).get("check_judges", True))
+    agreement = lambda j, l: judge_agreement(j, l) if check else None
     for judge in judges:
-        js = llm.map(lambda a: judge.judge(insts[a.instance_id], a, llm if judge.kind == "llm" else None), answers) \
-            if llm is not None else [judge.judge(insts[a.instance_id], a, None) for a in answers]
-        write_jsonl(out / f"judgments-{judge.name}.jsonl", js)
+        uses = llm if judge.kind == "llm" else None
+        js = llm.map(lambda a: judge.judge(insts[a.instance_id], a, uses), answers) if uses is not None \
+            else [judge.judge(insts[a.instance_id], a, None) for a in answers]
+        jdir = judgment_folder(out, judge, llm)
+        jdir.mkdir(exist_ok=True)
+        write_jsonl(jdir / "judgments.jsonl", js)
+        rows = []
         for j in js:
             i = insts[j.instance_id]
             rows.append({"instance_id": i.id, "system": j.system, "domain": i.domain, "qtype": i.qtype, "fan_in": i.fan_in,
-                         "judge": j.judge, "kind": j.kind, "status": j.status, "error": j.error, **j.scores})
-    df = add_fan_in_bin(pd.DataFrame(rows), cfg.fan_in_bins) if rows else pd.DataFrame(rows)
+                         "judge": j.judge, "judge_model": llm.model if uses is not None else "rules", "kind": j.kind,
+                         "status": j.status, "error": j.error, "verdict": judge.verdict(i, j), **j.scores})
+        df = pd.DataFrame(rows).merge(seen, on=["instance_id", "system"], how="left")
+        df = add_fan_in_bin(df, cfg.fan_in_bins)
+        df.to_csv(jdir / "scores.csv", index=False)
+        write_manifest(jdir, judge=judge.setting(), llm=llm.setting() if uses is not None else None,
+                       negotiated=llm.negotiated() if uses is not None else None, agreement=agreement(judge, uses),
+                       judged=int((df.status == "ok").sum()), failed=int((df.status != "ok").sum()))
+        frames.append((judge, df, js))
+    df = pd.concat([f for _, f, _ in frames], ignore_index=True) if frames else pd.DataFrame()
     df.to_csv(out / "answer_metrics.csv", index=False)
-    write_manifest(out, judges=[j.setting() for j in judges])
+    write_manifest(out, judges=[{**j.setting(), "model": llm.model if j.kind == "llm" else "rules",
+                                 "agreement": agreement(j, llm if j.kind == "llm" else None)} for j, _, _ in frames])
+    (out.parent / "answers.current").write_text(out.name + "\n")
+    for judge, _, js in frames: _check_failures(cfg, f"judge {judge.name}", js, out)
     return df
 
 # %% ../../nbs/07_pipeline.ipynb #b2c4e6a4
@@ -261,7 +319,7 @@ def stage_evidence(cfg: DictConfig, bench, folder: Path, llm=None) -> pd.DataFra
     rows = []
     for node in evidence_judge_nodes(cfg):
         judge = instantiate(node)
-        uses_llm = str(node.get("_target_", "")).endswith("LLMEvidenceJudge")
+        uses_llm = getattr(judge, "uses_llm", False)
         todo = [i for i in insts if (i.id in sample if uses_llm else True)]
         def one(inst):
             if inst.id not in packs:
@@ -291,37 +349,77 @@ def judge_nodes(cfg: DictConfig) -> list[DictConfig]:
             for n in (cfg.get("answer") or {}).get("judges") or [cfg.judge.name]]
 
 
+ROLES = ("llm", "reader", "judge")   # the lab's LLM (LLM-built indexes, the LLM evidence judge), the reader's, the judge's
+
+
+def role_node(cfg: DictConfig, role: str) -> DictConfig:
+    "The LLM config of a role: `reader_llm` / `judge_llm` when set, else `llm`."
+    return (cfg.get(f"{role}_llm") if role != "llm" else None) or cfg.llm
+
+
+def needs_llm(cfg: DictConfig, stages: Sequence[str], role: str) -> bool:
+    "Whether a role's LLM will be called by these stages (judges declare their kind; no name is checked)."
+    if role == "reader": return "answer" in stages
+    if role == "judge": return "judge" in stages and any(instantiate(n).kind == "llm" for n in judge_nodes(cfg))
+    return "evidence" in stages and any(getattr(instantiate(n), "uses_llm", False) for n in evidence_judge_nodes(cfg))
+
+
 def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
-    "True when a stage will call the LLM: answering, or judging with an LLM judge."
-    return ("answer" in stages or ("judge" in stages and any(str(n.get("_target_", "")).split(".")[-1] != "ProxyJudge"
-                                                               for n in judge_nodes(cfg)))
-            or ("evidence" in stages and any(str(n.get("_target_", "")).endswith("LLMEvidenceJudge") for n in evidence_judge_nodes(cfg))))
+    "True when a stage will call an LLM: answering, judging with an LLM judge, or an LLM evidence judge."
+    return any(needs_llm(cfg, stages, r) for r in ROLES)
 
 
-def make_llm(cfg: DictConfig, ledger: Ledger | None = None) -> LLM:
-    "The LLM the config names (`llm`), with the lab's cache; not started (use it as a context manager to start a server)."
-    return instantiate(cfg.llm, cache_path=str(resolve_path(cfg.paths.llm_cache)), ledger=ledger or Ledger())
+def make_llm(cfg: DictConfig, ledger: Ledger | None = None, role: str = "llm") -> LLM:
+    "A role's LLM (`llm`, `reader_llm`, `judge_llm`), with the lab's one cache; not started (use it as a context manager)."
+    return instantiate(role_node(cfg, role), cache_path=str(resolve_path(cfg.paths.llm_cache)), ledger=ledger or Ledger())
 
 
-def run_answers(cfg: DictConfig, stages: Sequence[str], bench, folder: Path, llm: LLM) -> dict:
-    "The answer and judge stages of one run folder; returns a summary for the manifest."
+def make_llms(cfg: DictConfig) -> dict[str, LLM]:
+    "One LLM per distinct role config: roles with the same config share one client (and one embedded server)."
+    by_cfg: dict[str, LLM] = {}
+    out = {}
+    for role in ROLES:
+        key = json.dumps(OmegaConf.to_container(role_node(cfg, role), resolve=True), sort_keys=True)
+        if key not in by_cfg: by_cfg[key] = make_llm(cfg, role=role)
+        out[role] = by_cfg[key]
+    return out
+
+
+def run_answers(cfg: DictConfig, stages: Sequence[str], bench, folder: Path, llms: dict[str, LLM]) -> dict:
+    """The answer and judge stages of one run folder, the reader on `llms['reader']` and LLM judges on `llms['judge']`;
+    returns a summary for the manifest. Raises StageFailed (after writing what succeeded) when failures pass the allowed share."""
+    judges = [instantiate(n) for n in judge_nodes(cfg)] if "judge" in stages else []
     reader = instantiate(cfg.reader)
-    out = stage_answer(cfg, bench, folder, llm, reader) if "answer" in stages else answer_folder(cfg, folder, llm, reader)
-    summary = {"answers": str(out.relative_to(folder))}
+    if any(j.needs_rationale for j in judges): reader = reader.with_rationale()
+    rllm = llms["reader"]
+    out = stage_answer(cfg, bench, folder, rllm, reader) if "answer" in stages else answer_folder(cfg, folder, rllm, reader)
+    summary = {"answers": str(out.relative_to(folder)), "reader_model": rllm.model}
+    failures = []
+    if "answer" in stages:
+        try: _check_failures(cfg, f"answer ({reader.name} on {rllm.model})", read_jsonl(out / "answers.jsonl", Answer), out)
+        except StageFailed as e: failures.append(str(e))
     if "judge" in stages:
         if not (out / "answers.jsonl").exists():
-            raise FileNotFoundError(f"{out / 'answers.jsonl'}: no answers to judge; run the answer stage first (--stages answer,judge)")
-        df = stage_judge(cfg, bench, out, llm, [instantiate(n) for n in judge_nodes(cfg)])
+            raise FileNotFoundError(f"{out / 'answers.jsonl'}: no answers of reader {reader.name} on {rllm.model} to judge; run "
+                                    f"the answer stage first (--stages answer,judge). To judge existing answers with another "
+                                    f"model, keep the reader's LLM and set judge_llm=... (llm=... changes the reader too)")
+        try: df = stage_judge(cfg, bench, out, llms["judge"], judges)
+        except StageFailed as e:
+            failures.append(str(e)); df = pd.read_csv(out / "answer_metrics.csv")
         (out / "tables").mkdir(exist_ok=True)
-        for by in (["judge", "system", "fan_in_bin"], ["judge", "system", "qtype"], ["judge", "system", "domain"]):
-            answer_table(df, by).to_csv(out / "tables" / f"by_{by[-1]}.csv", index=False, float_format="%.6g")
+        for by in ("fan_in_bin", "qtype", "domain"):
+            answer_table(df, ["judge", "judge_model", "system", by]).to_csv(out / "tables" / f"by_{by}.csv", index=False, float_format="%.6g")
+        summary["judge_model"] = llms["judge"].model
         summary["judged"] = int((df.status == "ok").sum()) if len(df) else 0
         summary["judge_missing"] = int((df.status != "ok").sum()) if len(df) else 0
+    if failures: summary["stage_failures"] = failures
     return summary
 
 
-def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=None, llm: LLM | None = None) -> Path:
-    "Run one system (cfg.system) through the stages; returns its run folder."
+def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=None, llm: LLM | None = None,
+               llms: dict[str, LLM] | None = None) -> Path:
+    """Run one system (cfg.system) through the stages; returns its run folder. `llm` is the lab's LLM (LLM-built indexes,
+    LLM evidence judges); `llms` maps the roles to their LLMs (default: every role on `llm`, else on the config's)."""
     bench = bench or load_dataset(cfg)
     folder = run_dir(cfg, bench)
     folder.mkdir(parents=True, exist_ok=True)
@@ -330,7 +428,10 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
                    system_hash=system_hash(cfg), k=cfg.k, k_summary=cfg.get("k_summary"),
                    config=OmegaConf.to_container(cfg, resolve=True), data=bench.snapshot(),
                    versions=versions(), git_commit=git_commit(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    if llm is not None: llm.ledger = Ledger()  # this run's calls only (an LLM-built index's included)
+    ledger = Ledger()  # this run's calls only (an LLM-built index's included), every role's
+    llms = dict(llms or ({r: llm for r in ROLES} if llm is not None else {}))
+    for x in {id(v): v for v in llms.values()}.values(): x.ledger = ledger
+    if llm is not None: llm.ledger = ledger
     if "index" in stages and "retrieve" not in stages:
         stats = {d: stage_index(cfg, bench, d, llm).stats() for d in bench.domains}
         write_manifest(folder, index=stats)
@@ -348,18 +449,21 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
         summary["evidence"] = {j: {"er": float(g.er.mean()), "ep": float(g.ep.mean()), "failed": int((g.status != "ok").sum())}
                                for j, g in ev.groupby("judge")} if len(ev) else {}
     if "answer" in stages or "judge" in stages:
-        own = llm is None
-        llm = llm or make_llm(cfg)
+        own = not llms
+        if own:
+            llms = make_llms(cfg)
+            for x in {id(v): v for v in llms.values()}.values(): x.ledger = ledger
+        started = [x for r, x in {r: llms[r] for r in ("reader", "judge") if needs_llm(cfg, stages, r)}.items()] if own else []
         try:
-            if own and needs_llm_server(cfg, stages): llm.__enter__()
-            summary.update(run_answers(cfg, stages, bench, folder, llm))
+            for x in {id(v): v for v in started}.values(): x.__enter__()
+            summary.update(run_answers(cfg, stages, bench, folder, llms))
         finally:
-            if own: llm.__exit__(None, None, None)
-    if llm is not None:
-        llm.ledger.write(folder / "ledger.json")
-        summary["ledger"] = {k: v for k, v in llm.ledger.to_dict().items() if k != "by_stage_system"}
+            for x in {id(v): v for v in started}.values(): x.__exit__(None, None, None)
+    if llms or llm is not None:
+        ledger.write(folder / "ledger.json")
+        summary["ledger"] = {k: v for k, v in ledger.to_dict().items() if k != "by_stage_system"}
     write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary=summary,
-                   finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                   finished=None if summary.get("stage_failures") else time.strftime("%Y-%m-%dT%H:%M:%S"))
     return folder
 
 
@@ -373,8 +477,9 @@ def system_configs(cfg_or_overrides) -> list[DictConfig]:
 
 def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> list[Path]:
     """Compose the configuration and run every system it names; returns the run folders.
-    `stages`: None = the experiment's `stages` if it sets them, else the retrieval stages. One LLM (one embedded server)
-    serves every system of the call."""
+    `stages`: None = the experiment's `stages` if it sets them, else the retrieval stages. One LLM per distinct role config
+    (one embedded server each) serves every system of the call. When a stage's failures pass `answer.max_failed_share`,
+    every system still runs and writes what succeeded, then StageFailed is raised (the CLI exits non-zero)."""
     folders, bench = [], None
     cfgs = system_configs(overrides)
     stages = list(stages or cfgs[0].get("stages") or RETRIEVAL_STAGES)
@@ -383,15 +488,18 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     if "judge" in stages: judge_nodes(cfgs[0])  # an unknown judge name fails before any work is done
     if "evidence" in stages: evidence_judge_nodes(cfgs[0])
     index_llm = ("index" in stages or "retrieve" in stages) and any(getattr(make_system(c), "needs_llm", False) for c in cfgs)
-    llm = make_llm(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else None
-    server = llm is not None and (index_llm or needs_llm_server(cfgs[0], stages))
+    llms = make_llms(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else {}
+    need = {r for r in ROLES if llms and (needs_llm(cfgs[0], stages, r) or (r == "llm" and index_llm))}
+    started = list({id(llms[r]): llms[r] for r in need}.values())
     try:
-        if server: llm.__enter__()
+        for x in started: x.__enter__()
         for cfg in cfgs:
             bench = bench if bench is not None and bench.domains == list(_domains(cfg)) else load_dataset(cfg)
-            folders.append(run_system(cfg, stages, bench, llm))
+            folders.append(run_system(cfg, stages, bench, llms.get("llm"), llms or None))
     finally:
-        if server: llm.__exit__(None, None, None)
+        for x in started: x.__exit__(None, None, None)
+    failed = [m for f in folders for m in json.loads((f / "manifest.json").read_text()).get("summary", {}).get("stage_failures", [])]
+    if failed: raise StageFailed("; ".join(failed))
     return folders
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from .config import config_dir
-from .llm import LLM, LLMError
+from .llm import LLM, EndpointError, LLMError
 from .schema import Answer, Instance, Pack, Unit
 
 # %% auto #0
