@@ -439,6 +439,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'fanin.report.fig_by_fan_in': ('report.html#fig_by_fan_in', 'fanin/report.py'),
                               'fanin.report.fig_topk': ('report.html#fig_topk', 'fanin/report.py'),
                               'fanin.report.manifests': ('report.html#manifests', 'fanin/report.py'),
+                              'fanin.report.oracle_title': ('report.html#oracle_title', 'fanin/report.py'),
                               'fanin.report.read_table': ('report.html#read_table', 'fanin/report.py'),
                               'fanin.report.setting_line': ('report.html#setting_line', 'fanin/report.py'),
                               'fanin.report.write_report': ('report.html#write_report', 'fanin/report.py'),

@@ -450,9 +450,9 @@ def answer_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
         row.update(questions=len(g), judged=len(ok), missing=int((g.status != "ok").sum()))
         if "truncated" in g and g["truncated"].notna().any():
             seen = g[g["tokens_in_pack"].fillna(0) > 0]
-            row["truncated_share"] = float(seen["truncated"].astype(bool).mean()) if len(seen) else math.nan
+            row["truncated_share"] = float(seen["truncated"].eq(True).mean()) if len(seen) else math.nan
             row["tokens_shown_share"] = float(seen["tokens_shown"].sum() / seen["tokens_in_pack"].sum()) if len(seen) else math.nan
-            row["cut_share"] = float(g["cut"].fillna(False).astype(bool).mean())
+            row["cut_share"] = float(g["cut"].eq(True).mean())
         for c in scores: row[c] = ok[c].mean() if c in ok and ok[c].notna().any() else math.nan
         for pre in {c[: -len("precision")] for c in scores if c.endswith("precision")}:
             if f"{pre}recall" in ok and ok[f"{pre}precision"].notna().any():

@@ -215,7 +215,7 @@ def _check_failures(cfg, what: str, rows, where: Path):
     allowed = float((cfg.get("answer") or {}).get("max_failed_share", 0.0))
     failed = [r for r in rows if r.status != "ok"]
     if rows and len(failed) / len(rows) > allowed:
-        reasons = sorted({r.error.split(":")[0][:80] for r in failed})
+        reasons = sorted({r.error[:160] for r in failed})
         raise StageFailed(f"{what}: {len(failed)} of {len(rows)} failed (allowed share {allowed:g}) in {where}; "
                           f"reasons: {'; '.join(reasons[:5])}. What succeeded is written; rerun to retry the failures.")
 

@@ -18,7 +18,7 @@ from .metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
 __all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs', 'answer_setting_line',
-           'answer_tables', 'fig_by_fan_in', 'fig_topk', 'write_report']
+           'oracle_title', 'answer_tables', 'fig_by_fan_in', 'fig_topk', 'write_report']
 
 # %% ../../nbs/08_report.ipynb #e859884a
 def setting_line(manifests: Sequence[dict]) -> str:
@@ -69,11 +69,21 @@ def experiment_tables(folders, name: str, bins, out_dir=None) -> dict[str, Path]
 
 # %% ../../nbs/08_report.ipynb #c3d5e7f2
 def answer_dirs(folders) -> list[Path]:
-    return [d for f in folders for d in sorted(Path(f).glob("answers-*")) if (d / "answer_metrics.csv").exists()]
+    """The answer folder each run's last answer / judge stage used (`<run>/answers.current`), so answers of an earlier reader,
+    model or budget left on disk never mix into the current tables."""
+    out = []
+    for f in map(Path, folders):
+        ptr = f / "answers.current"
+        if ptr.exists():
+            d = f / ptr.read_text().strip()
+            if (d / "answer_metrics.csv").exists(): out.append(d)
+    return out
 
 
 def answer_setting_line(folders) -> str:
-    "The setting card of an answer table: retrieval setting, reader, LLM, judges, prompt versions, calls, cache, tokens."
+    """The setting card of an answer table: retrieval setting, reader and its model, the evidence budget and how much of the
+    packs the reader saw, every judge with its model and its measured agreement, prompt versions, calls, cache, tokens."""
+    from fanin.judges import agreement_label
     dirs = answer_dirs(folders)
     if not dirs: return "no judged answers"
     am = [json.loads((d / "manifest.json").read_text()) for d in dirs]
@@ -81,15 +91,28 @@ def answer_setting_line(folders) -> str:
     tot = {k: sum(l.get(k, 0) for l in led) for k in ("requests", "calls", "cache_hits", "cache_misses", "failures",
                                                        "prompt_tokens", "completion_tokens")}
     hr = tot["cache_hits"] / (tot["cache_hits"] + tot["cache_misses"]) if tot["cache_hits"] + tot["cache_misses"] else float("nan")
-    readers = sorted({f"{m['reader']['reader']} ({m['reader']['prompt']}, {m['reader']['closed_book_prompt']}, "
-                      f"evidence_chars={m['reader']['evidence_chars']})" for m in am})
+    readers = sorted({f"{m['reader']['reader']} ({m['reader']['prompt']}, {m['reader']['closed_book_prompt']}, evidence budget = "
+                      f"context {m['llm'].get('context_tokens')} - prompt - max_tokens {m['reader']['max_tokens']} - margin "
+                      f"{m['reader'].get('margin_tokens')} tokens of {m.get('tokenizer', '?')}"
+                      + (f", capped at {m['reader']['evidence_tokens']}" if m['reader'].get('evidence_tokens') else "") + ")" for m in am})
     llms = sorted({f"{m['llm']['provider']}:{m['llm']['model']} (T={m['llm']['temperature']}, seed={m['llm']['seed']})" for m in am})
-    judges = sorted({j["judge"] + ("[proxy]" if j["kind"] == "proxy" else f"[llm {','.join(j.get('prompts', []))}]")
-                     for m in am for j in m.get("judges", [])})
+    shown = sum(m.get("questions", 0) - m.get("failed", 0) for m in am)
+    trunc = sum(m.get("truncated", 0) for m in am)
+    judges = sorted({f"{j['judge']}[{'rules' if j['kind'] == 'proxy' else 'llm ' + j.get('model', '?') + ' ' + ','.join(j.get('prompts', []))}; "
+                     f"{agreement_label(j.get('agreement'))}]" for m in am for j in m.get("judges", [])})
     retrieval = setting_line(manifests(folders)).replace("; judge=deterministic document-level", "")
-    return (f"{retrieval}; reader={', '.join(readers)}; reader model={', '.join(llms)}; judges={', '.join(judges)} "
-            f"(judge model = reader model for LLM judges); LLM requests={tot['requests']} server calls={tot['calls']} "
+    return (f"{retrieval}; reader={', '.join(readers)}; reader model={', '.join(llms)}; packs shown whole: {shown - trunc} of "
+            f"{shown} answers ({trunc} truncated); judges={', '.join(judges)}; LLM requests={tot['requests']} server calls={tot['calls']} "
             f"cache hit rate={hr:.2f} failures={tot['failures']} tokens={tot['prompt_tokens']}+{tot['completion_tokens']}")
+
+
+def oracle_title(df: pd.DataFrame, oracle: str = "oracle") -> str:
+    "A title prefix when the oracle's packs were not all shown whole: such an oracle is no upper bound, and the table says so."
+    if "truncated" not in df or not (df.system == oracle).any(): return ""
+    o = df[(df.system == oracle)].drop_duplicates("instance_id")
+    n = int(o["truncated"].eq(True).sum())
+    return (f"ORACLE TRUNCATED: {n} of {len(o)} oracle packs were not shown whole to the reader (not an upper bound); "
+            if n else "")
 
 
 def answer_tables(folders, name: str, out_dir=None) -> Path:
@@ -99,9 +122,9 @@ def answer_tables(folders, name: str, out_dir=None) -> Path:
     dirs = answer_dirs(folders)
     if not dirs: raise FileNotFoundError(f"no judged answers under {', '.join(map(str, folders))}: run the answer and judge stages")
     df = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in dirs], ignore_index=True)
-    setting = answer_setting_line(folders)
+    setting = oracle_title(df) + answer_setting_line(folders)
     for by in ("fan_in_bin", "qtype"):
-        write_table(answer_table(df, ["judge", "system", by]), out_dir / f"{name}_answers_by_{by}.csv", setting)
+        write_table(answer_table(df, ["judge", "judge_model", "system", by]), out_dir / f"{name}_answers_by_{by}.csv", setting)
     write_table(df, out_dir / f"{name}_answers_per_question.csv", setting)
     return out_dir / f"{name}_answers_by_fan_in_bin.csv"
 
