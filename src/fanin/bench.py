@@ -96,8 +96,9 @@ def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph
         print(format_line(json.loads(r.stdout.strip().splitlines()[-1])), flush=True)
 
 # %% ../../nbs/10_bench.ipynb #e7b1c2d2
-def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 10) -> str:
-    "Embedded server start time; reader answers/s and p50 latency on real 10-unit packs, cache off; warm replay calls."
+def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) -> str:
+    """Embedded server start time; reader answers/s, p50 latency, prompt tokens, tokens/s (prompt + completion over latency)
+    and the share of pack tokens the reader saw, on real k-unit BM25 packs, cache off; warm replay calls."""
     from fanin.llm import Ledger
     from fanin.pipeline import load_dataset, make_llm
     from fanin.readers import Reader
@@ -115,10 +116,13 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 10)
         with llm:
             start_s = llm.server.startup_s if llm.server is not None else float("nan")
             reader.answer(llm, insts[0], packs[0])  # warm-up
-            lat, toks = [], []
+            lat, toks, ctoks, shown = [], [], [], []
             t0 = time.perf_counter()
             for i, p in zip(insts, packs):
-                a = reader.answer(llm, i, p); lat.append(a.latency_ms); toks.append(a.prompt_tokens)
+                a = reader.answer(llm, i, p)
+                if a.status != "ok": raise RuntimeError(f"bench reader: answer failed: {a.error}")
+                lat.append(a.latency_ms); toks.append(a.prompt_tokens); ctoks.append(a.completion_tokens)
+                shown.append((a.meta["tokens_shown"], a.meta["tokens_in_pack"], a.meta["truncated"]))
             wall = time.perf_counter() - t0
             from fanin.llm import LLMCache
             llm.cache = LLMCache(Path(tmp) / "c.sqlite")
@@ -126,9 +130,11 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 10)
             llm.ledger = Ledger()
             for i, p in zip(insts, packs): reader.answer(llm, i, p)
             warm_calls = llm.ledger.totals()["calls"]
-    return (f"bench reader model={llm.model} server_start_s={start_s:.2f} pack_units={k} evidence_chars={reader.evidence_chars} "
+    return (f"bench reader model={llm.model} context={llm.context_tokens} server_start_s={start_s:.2f} pack_units={k} "
             f"answers={len(lat)} answers_per_s={len(lat) / wall:.2f} p50_ms={float(np.percentile(lat, 50)):.0f} "
-            f"prompt_tokens_p50={float(np.percentile(toks, 50)):.0f} warm_rerun_calls={warm_calls}")
+            f"prompt_tokens_p50={float(np.percentile(toks, 50)):.0f} tokens_per_s={(sum(toks) + sum(ctoks)) / (sum(lat) / 1000):.0f} "
+            f"pack_tokens_shown={sum(x[0] for x in shown) / max(1, sum(x[1] for x in shown)):.2f} "
+            f"packs_truncated={sum(x[2] for x in shown)}/{len(shown)} warm_rerun_calls={warm_calls}")
 
 # %% ../../nbs/10_bench.ipynb #e7b1c2d4
 def bench_segment(overrides=(), domain: str = "culture") -> str:
