@@ -245,7 +245,7 @@ def stage_answer(cfg: DictConfig, bench, folder: Path, llm, reader) -> Path:
     return out
 
 
-def answer_rows(answers: list, insts: dict) -> pd.DataFrame:
+def answer_rows(answers: list) -> pd.DataFrame:
     "What the reader saw and wrote, per answer: units and tokens shown vs in the pack, truncated, cut at max_tokens."
     rows = []
     for a in answers:
@@ -263,7 +263,7 @@ def stage_judge(cfg: DictConfig, bench, out: Path, llm, judges) -> pd.DataFrame:
     set; `answer_metrics.csv` holds this invocation's judges, with what the reader saw."""
     answers = read_jsonl(out / "answers.jsonl", Answer)
     insts = {i.id: i for i in bench.instances()}
-    seen = answer_rows(answers, insts)
+    seen = answer_rows(answers)
     frames = []
     check = bool((cfg.get("answer") or {}).get("check_judges", True))
     agreement = lambda j, l: judge_agreement(j, l) if check else None
@@ -453,12 +453,12 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
         if own:
             llms = make_llms(cfg)
             for x in {id(v): v for v in llms.values()}.values(): x.ledger = ledger
-        started = [x for r, x in {r: llms[r] for r in ("reader", "judge") if needs_llm(cfg, stages, r)}.items()] if own else []
+        started = list({id(llms[r]): llms[r] for r in ("reader", "judge") if own and needs_llm(cfg, stages, r)}.values())
         try:
-            for x in {id(v): v for v in started}.values(): x.__enter__()
+            for x in started: x.__enter__()
             summary.update(run_answers(cfg, stages, bench, folder, llms))
         finally:
-            for x in {id(v): v for v in started}.values(): x.__exit__(None, None, None)
+            for x in started: x.__exit__(None, None, None)
     if llms or llm is not None:
         ledger.write(folder / "ledger.json")
         summary["ledger"] = {k: v for k, v in ledger.to_dict().items() if k != "by_stage_system"}
