@@ -91,6 +91,11 @@ class TorchMiniLM:
         self.model.max_seq_length = self.max_tokens
         self._tok = minilm_tokenizer(self.max_tokens)
 
+    def model_files(self) -> list[Path]:
+        "The files this embedder loads (their sha256 goes into every index and run built with it: `fanin.fingerprints`)."
+        d = minilm_dir()
+        return sorted(p for p in d.rglob("*") if p.is_file() and p.suffix in (".safetensors", ".bin", ".json", ".txt"))
+
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
         "Embed `texts` as float32 unit-length rows, shape (len(texts), 384)."
         texts = list(texts)
@@ -211,6 +216,10 @@ class OnnxMiniLM:
         self.session = self._session(self.threads)
         self.bulk_sessions: list | None = None  # the one-thread sessions, made on the first call with several batches
         self._tok = minilm_tokenizer(self.max_tokens)
+
+    def model_files(self) -> list[Path]:
+        "The files this embedder loads: the built graph and the tokenizer (fingerprinted into every index built with it)."
+        return [Path(self.model_path), minilm_dir() / "tokenizer.json"]
 
     def _session(self, threads: int):
         import onnxruntime as ort

@@ -24,18 +24,20 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import (ConfigError, compose, config_dir, config_hash, instantiate, k_for, repo_root,
                           resolve_path, run_key, system_hash)
+from .fingerprints import (check_stamp, code_fingerprint, corpus_fingerprint, llm_identity, model_fingerprint,
+                                questions_fingerprint, read_stamps, write_stamp)
 from .judges import answer_table, judge_agreement
 from .llm import LLM, EndpointError, Ledger
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 
 # %% auto #0
-__all__ = ['PACKAGES', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'load_dataset', 'make_system', 'index_store', 'run_dir',
-           'git_commit', 'versions', 'write_manifest', 'stage_index', 'stage_retrieve', 'stage_evaluate',
-           'stage_tables', 'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer',
-           'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes',
-           'role_node', 'needs_llm', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system',
-           'system_configs', 'run', 'collect']
+__all__ = ['PACKAGES', 'KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'load_dataset', 'make_system', 'index_store', 'run_dir',
+           'git_commit', 'versions', 'write_manifest', 'stage_index', 'integrity_policy', 'index_inputs', 'run_inputs',
+           'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample', 'StageFailed',
+           'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node',
+           'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm', 'needs_llm_server',
+           'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
@@ -98,12 +100,58 @@ def _progress(cfg, it, **kw):
 def stage_index(cfg: DictConfig, bench, domain: str, llm: LLM | None = None):
     "Build or load the system's index over one domain; returns the system ready to retrieve. LLM-built indexes get the run's `llm`."
     system, store = make_system(cfg), index_store(cfg, domain)
+    corpus = bench.corpus(domain)
+    inputs = index_inputs(cfg, system, corpus, llm)
     if getattr(system, "needs_llm", False):
-        if llm is None and not (store / "index.json").exists():
-            raise ConfigError(f"system {cfg.system.name} builds its index with an LLM; run it through `fanin run` (which starts one)")
+        if llm is None:  # loading without an LLM: the index's own record says which LLM built it
+            if not (store / "index.json").exists():
+                raise ConfigError(f"system {cfg.system.name} builds its index with an LLM; run it through `fanin run` (which starts one)")
+            inputs["llm"] = read_stamps(store, "inputs.json").get("index", {}).get("llm")
         system.llm = llm
-    system.index(bench.corpus(domain), store)
+    check_stamp(store, "index", inputs, [store], integrity_policy(cfg), name="inputs.json")
+    system.index(corpus, store)
+    write_stamp(store, "index", inputs, name="inputs.json")
     return system
+
+
+def integrity_policy(cfg: DictConfig) -> str:
+    "`integrity.on_change`: what a stage does with outputs made from other inputs (`recompute`, the default, or `refuse`)."
+    return (cfg.get("integrity") or {}).get("on_change", "recompute")
+
+
+def index_inputs(cfg: DictConfig, system, corpus, llm=None) -> dict:
+    "What an index is made from: the corpus content, the code, the system's configuration, its model files (and LLM)."
+    out = {"corpus": corpus_fingerprint(corpus), "code": code_fingerprint(), "system": system_hash(cfg),
+           "models": model_fingerprint(system)}
+    if getattr(system, "needs_llm", False): out["llm"] = llm_identity(llm)
+    return out
+
+
+def run_inputs(cfg: DictConfig, bench, system=None) -> dict:
+    """What a run folder's packs (and so everything after them) are made from: the questions and the pages of its domains,
+    the code, the system's configuration and k, and the model files the system loads."""
+    system = system if system is not None else make_system(cfg)
+    return {"questions": questions_fingerprint(bench.instances()),
+            "corpus": {d: corpus_fingerprint(bench.corpus(d)) for d in bench.domains},
+            "code": code_fingerprint(), "system": system_hash(cfg), "k": [cfg.k, cfg.get("k_summary")],
+            "models": model_fingerprint(system)}
+
+
+KEPT = {"manifest.json", "stamps.json"}
+
+
+def check_run_inputs(cfg: DictConfig, bench, folder: Path, stages: Sequence[str], log=print) -> dict:
+    """Compare the folder's record of its inputs with the current ones before any stage reuses its contents. Stale contents
+    (packs, metrics, tables, answers, judgments) are removed and recomputed, or refused (`integrity.on_change`); the new
+    inputs are recorded before the work starts, so partial files resume only under the same inputs."""
+    inputs = run_inputs(cfg, bench)
+    contents = [p for p in folder.iterdir() if p.name not in KEPT and not p.name.startswith(".")] if folder.exists() else []
+    if not check_stamp(folder, "retrieve", inputs, contents, integrity_policy(cfg), log=log):
+        if contents and "retrieve" not in stages:
+            raise ConfigError(f"{folder}: its packs were made from other inputs and were removed; run the retrieve stage "
+                              f"(fanin run ... --stages retrieve,evaluate,{','.join(stages)})")
+        write_stamp(folder, "retrieve", inputs)
+    return inputs
 
 
 def stage_retrieve(cfg: DictConfig, bench, folder: Path, llm: LLM | None = None) -> dict:
@@ -424,7 +472,8 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
     folder = run_dir(cfg, bench)
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    write_manifest(folder, run_key=folder.name, experiment=cfg.experiment_name, system=cfg.system.name,
+    inputs = check_run_inputs(cfg, bench, folder, stages)
+    write_manifest(folder, inputs=inputs, run_key=folder.name, experiment=cfg.experiment_name, system=cfg.system.name,
                    system_hash=system_hash(cfg), k=cfg.k, k_summary=cfg.get("k_summary"),
                    config=OmegaConf.to_container(cfg, resolve=True), data=bench.snapshot(),
                    versions=versions(), git_commit=git_commit(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
