@@ -12,6 +12,7 @@ import fanin.pipeline as pipeline
 from fanin.cli import main
 from fanin.fingerprints import StaleOutputs, code_fingerprint, read_stamps
 from fanin.pipeline import index_store, run
+from fanin.schema import Pack, read_jsonl
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "wildgraphbench_tiny"
 
@@ -102,3 +103,43 @@ def test_the_code_fingerprint_sees_every_package_file(tmp_path, monkeypatch):
     a = code_fingerprint.__wrapped__()
     (pkg / "systems.py").write_text((pkg / "systems.py").read_text() + "\n# a change\n")
     assert code_fingerprint.__wrapped__() != a
+
+
+# --- failures heal -------------------------------------------------------------------------------------------------------
+
+def _flaky(monkeypatch, when):
+    from fanin import systems
+    real = systems.BM25System.retrieve
+    def retrieve(self, query, k, instance=None):
+        if when(query): raise ConnectionError("transient: index server unreachable")
+        return real(self, query, k, instance)
+    monkeypatch.setattr(systems.BM25System, "retrieve", retrieve)
+
+
+def test_a_rerun_retries_only_the_failed_questions(data, tmp_path, monkeypatch):
+    from fanin.pipeline import StageFailed
+    _flaky(monkeypatch, lambda q: "Saola" in q)
+    with pytest.raises(StageFailed, match="1 of 4 questions failed.*rerun to retry"): run(_over(tmp_path, data))
+    (f,) = (tmp_path / "outputs" / "t").iterdir()
+    kept = {p.instance_id: p.cost["retrieve_ms"] for p in read_jsonl(f / "packs.jsonl.gz", Pack)}
+    assert len(kept) == 3 and json.loads((f / "manifest.json").read_text())["finished"] is None
+    monkeypatch.undo()
+    run(_over(tmp_path, data))                                          # healthy again: exits normally
+    again = {p.instance_id: p.cost["retrieve_ms"] for p in read_jsonl(f / "packs.jsonl.gz", Pack)}
+    assert len(again) == 4 and all(again[i] == ms for i, ms in kept.items())   # the 3 finished packs were not redone
+    m = pd.read_csv(f / "metrics.csv")
+    assert (m.status == "ok").all()
+    assert not (f / "failures.jsonl").exists() or not (f / "failures.jsonl").read_text().strip()
+
+
+def test_a_stage_where_everything_failed_exits_non_zero_and_the_folder_stays_usable(data, tmp_path, monkeypatch):
+    from fanin.pipeline import StageFailed
+    _flaky(monkeypatch, lambda q: True)
+    with pytest.raises(StageFailed, match="4 of 4 questions failed"): run(_over(tmp_path, data))
+    (f,) = (tmp_path / "outputs" / "t").iterdir()
+    summary = json.loads((f / "manifest.json").read_text())["summary"]
+    assert summary["failed"] == 4 and summary["er"] is None            # no failure turned into a 0
+    with pytest.raises(StageFailed): run(_over(tmp_path, data))          # still failing: still non-zero, no crash
+    monkeypatch.undo()
+    run(_over(tmp_path, data))
+    assert (pd.read_csv(f / "metrics.csv").status == "ok").all()

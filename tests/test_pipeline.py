@@ -3,8 +3,10 @@ import gzip
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from fanin.config import compose
 from fanin.pipeline import run, run_dir, load_dataset
@@ -59,7 +61,9 @@ def test_failed_retrieval_is_recorded_not_zeroed(tiny_overrides, monkeypatch):
         if "Saola" in query: raise RuntimeError("index exploded")
         return []
     monkeypatch.setattr(systems.ClosedBookSystem, "retrieve", boom)
-    f = run(tiny_overrides + ["system=closed_book"])[0]
+    from fanin.pipeline import StageFailed
+    with pytest.raises(StageFailed, match="1 of 4 questions failed"): run(tiny_overrides + ["system=closed_book"])
+    (f,) = [p.parent for p in (Path(tiny_overrides[2].split("=", 1)[1]) / "test").glob("*closed_book*/metrics.csv")]
     m = pd.read_csv(f / "metrics.csv")
     failed = m[m.status == "failed"]
     assert len(m) == 4 and len(failed) == 1 and "index exploded" in failed.error.iloc[0] and failed.er.isna().all()

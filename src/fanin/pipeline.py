@@ -10,6 +10,7 @@ import os
 import platform
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -109,6 +110,10 @@ def stage_index(cfg: DictConfig, bench, domain: str, llm: LLM | None = None):
             inputs["llm"] = read_stamps(store, "inputs.json").get("index", {}).get("llm")
         system.llm = llm
     check_stamp(store, "index", inputs, [store], integrity_policy(cfg), name="inputs.json")
+    failed = json.loads((store / "index.json").read_text()).get("llm_failed", 0) if (store / "index.json").exists() else 0
+    if failed and llm is not None:  # failures heal: rebuild; the calls that succeeded replay from the LLM cache at no cost
+        print(f"{store}: the index recorded {failed} failed LLM call(s); rebuilding to retry them")
+        shutil.rmtree(store)
     system.index(corpus, store)
     write_stamp(store, "index", inputs, name="inputs.json")
     return system
@@ -158,7 +163,16 @@ def stage_retrieve(cfg: DictConfig, bench, folder: Path, llm: LLM | None = None)
     "Retrieve a pack for every question, resuming from `packs.partial.jsonl`; returns per-domain index statistics."
     final, partial, fails = folder / "packs.jsonl.gz", folder / "packs.partial.jsonl", folder / "failures.jsonl"
     index_stats = {}
-    if final.exists(): return json.loads((folder / "index_stats.json").read_text()) if (folder / "index_stats.json").exists() else {}
+    if final.exists():
+        have = [p for p in read_jsonl(final, Pack)]
+        missing = len(bench.instances()) - len({p.instance_id for p in have})
+        if not missing:
+            return json.loads((folder / "index_stats.json").read_text()) if (folder / "index_stats.json").exists() else {}
+        # failures heal: the finished packs go back to the partial file and only the questions without one are retried
+        print(f"{folder.name}: retrying the {missing} question(s) without a pack (failures.jsonl); keeping {len(have)} packs")
+        partial.write_text("".join(p.model_dump_json() + "\n" for p in have), encoding="utf-8")
+        final.unlink()
+    fails.unlink(missing_ok=True)  # this pass records its own failures; earlier ones are retried now
     done = {p.instance_id for p in read_jsonl(partial, Pack, tolerate_truncated_tail=True)} if partial.exists() else set()
     if partial.exists():  # drop a cut last line before appending after it
         lines = partial.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -215,7 +229,8 @@ def stage_evaluate(cfg: DictConfig, bench, folder: Path) -> pd.DataFrame:
 
 
 def stage_tables(cfg: DictConfig, df: pd.DataFrame, folder: Path) -> dict[str, pd.DataFrame]:
-    "The fan-in views of one run's metrics, written to `<run>/tables/*.csv`."
+    "The fan-in views of one run's metrics, written to `<run>/tables/*.csv` (none when no question has a pack)."
+    if not (df.status == "ok").any(): return {}
     tabs = fan_in_tables(df[df.status == "ok"], cfg.fan_in_bins)
     (folder / "tables").mkdir(exist_ok=True)
     for name, t in tabs.items(): t.to_csv(folder / "tables" / f"{name}.csv", index=False, float_format="%.6g")
@@ -489,10 +504,15 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
     df = None
     if "evaluate" in stages: df = stage_evaluate(cfg, bench, folder)
     if "tables" in stages and df is not None: stage_tables(cfg, df, folder)
-    summary = {}
+    summary, failures = {}, []
     if df is not None:
+        ok = df[df.status == "ok"]
         summary = {"questions": int(len(df)), "failed": int((df.status == "failed").sum()),
-                   "er": float(df.er.mean()), "ep": float(df.ep.mean()), "hit": float(df.hit.mean())}
+                   **{m: float(ok[m].mean()) if len(ok) else None for m in ("er", "ep", "hit")}}
+        allowed = float(cfg.get("max_failed_share", 0.0))
+        if summary["failed"] / max(1, len(df)) > allowed:
+            failures.append(f"retrieve {cfg.system.name}: {summary['failed']} of {len(df)} questions failed (allowed share "
+                            f"{allowed:g}; reasons in {folder / 'failures.jsonl'}). The packs that succeeded are kept; rerun to retry the failures.")
     if "evidence" in stages:
         ev = stage_evidence(cfg, bench, folder, llm)
         summary["evidence"] = {j: {"er": float(g.er.mean()), "ep": float(g.ep.mean()), "failed": int((g.status != "ok").sum())}
@@ -506,13 +526,15 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
         try:
             for x in started: x.__enter__()
             summary.update(run_answers(cfg, stages, bench, folder, llms))
+            failures += summary.pop("stage_failures", [])
         finally:
             for x in started: x.__exit__(None, None, None)
     if llms or llm is not None:
         ledger.write(folder / "ledger.json")
         summary["ledger"] = {k: v for k, v in ledger.to_dict().items() if k != "by_stage_system"}
+    if failures: summary["stage_failures"] = failures
     write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary=summary,
-                   finished=None if summary.get("stage_failures") else time.strftime("%Y-%m-%dT%H:%M:%S"))
+                   finished=None if failures else time.strftime("%Y-%m-%dT%H:%M:%S"))
     return folder
 
 
