@@ -120,7 +120,7 @@ def test_a_rerun_retries_only_the_failed_questions(data, tmp_path, monkeypatch):
     from fanin.pipeline import StageFailed
     _flaky(monkeypatch, lambda q: "Saola" in q)
     with pytest.raises(StageFailed, match="1 of 4 questions failed.*rerun to retry"): run(_over(tmp_path, data))
-    (f,) = (tmp_path / "outputs" / "t").iterdir()
+    (f,) = [p for p in (tmp_path / "outputs" / "t").iterdir() if p.is_dir()]
     kept = {p.instance_id: p.cost["retrieve_ms"] for p in read_jsonl(f / "packs.jsonl.gz", Pack)}
     assert len(kept) == 3 and json.loads((f / "manifest.json").read_text())["finished"] is None
     monkeypatch.undo()
@@ -136,10 +136,115 @@ def test_a_stage_where_everything_failed_exits_non_zero_and_the_folder_stays_usa
     from fanin.pipeline import StageFailed
     _flaky(monkeypatch, lambda q: True)
     with pytest.raises(StageFailed, match="4 of 4 questions failed"): run(_over(tmp_path, data))
-    (f,) = (tmp_path / "outputs" / "t").iterdir()
+    (f,) = [p for p in (tmp_path / "outputs" / "t").iterdir() if p.is_dir()]
     summary = json.loads((f / "manifest.json").read_text())["summary"]
     assert summary["failed"] == 4 and summary["er"] is None            # no failure turned into a 0
     with pytest.raises(StageFailed): run(_over(tmp_path, data))          # still failing: still non-zero, no crash
     monkeypatch.undo()
     run(_over(tmp_path, data))
     assert (pd.read_csv(f / "metrics.csv").status == "ok").all()
+
+
+# --- concurrency -----------------------------------------------------------------------------------------------------
+
+_RUN = """
+import sys, time
+from fanin import systems
+from fanin.pipeline import run
+real = systems.BM25System._build
+def slow(self, corpus, folder):          # a slow index build, so the two processes overlap
+    time.sleep(float(sys.argv[1])); return real(self, corpus, folder)
+systems.BM25System._build = slow
+run(sys.argv[2:])
+print("done", flush=True)
+"""
+
+
+def test_two_runs_of_the_same_folder_take_turns_and_build_once(data, tmp_path):
+    import subprocess, sys
+    over = _over(tmp_path, data)
+    a = subprocess.Popen([sys.executable, "-c", _RUN, "3", *over], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import time; time.sleep(1.5)
+    b = subprocess.Popen([sys.executable, "-c", _RUN, "3", *over], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (oa, ea), (ob, eb) = a.communicate(timeout=120), b.communicate(timeout=120)
+    assert a.returncode == 0 and b.returncode == 0, ea + eb
+    assert "in progress in PID" in ob                      # the second one said whom it waited for
+    (f,) = [p for p in (tmp_path / "outputs" / "t").iterdir() if p.is_dir()]
+    assert len(read_jsonl(f / "packs.jsonl.gz", Pack)) == 4
+    from fanin.config import compose
+    meta = json.loads((index_store(compose(over), "nature") / "index.json").read_text())
+    assert meta["index_seconds"] >= 3                        # built once (by the first); the second loaded it
+
+
+def test_a_second_run_told_not_to_wait_stops_at_once_naming_the_holder(data, tmp_path):
+    from fanin.config import compose
+    from fanin.locks import Busy, exclusive
+    from fanin.pipeline import load_dataset, run_dir
+    over = _over(tmp_path, data, "integrity.wait_for_lock=false")
+    cfg = compose(over)
+    folder = run_dir(cfg, load_dataset(cfg)); folder.mkdir(parents=True)
+    with exclusive(folder, "a test holder"):
+        import subprocess, sys
+        r = subprocess.run([sys.executable, "-m", "fanin.cli", "run", *over], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and f"in progress in PID" in r.stderr
+
+
+# --- interruption ----------------------------------------------------------------------------------------------------
+
+_EMBED = """
+import sys
+from fanin.embeddings import EmbeddingCache, OnnxMiniLM, embed_with_cache
+texts = [f"window {i}: the typhoon season of 2012 brought {i} mm of rain to the coast and damage to {i % 97} towns" for i in range(20000)]
+print("start", flush=True)
+embed_with_cache(OnnxMiniLM(), texts, EmbeddingCache(sys.argv[1]))
+"""
+
+
+def test_ctrl_c_while_embedding_stops_in_seconds_and_keeps_the_finished_batches(tmp_path):
+    import signal, subprocess, sys, time
+    from fanin.embeddings import EmbeddingCache, OnnxMiniLM
+    cache = tmp_path / "emb.sqlite"
+    p = subprocess.Popen([sys.executable, "-c", _EMBED, str(cache)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "start"
+    time.sleep(12)                                          # > 2 commits of 256 texts at ~45 texts/s on 2 busy cores
+    t0 = time.perf_counter(); p.send_signal(signal.SIGINT)
+    p.wait(timeout=30)
+    stopped_s = time.perf_counter() - t0
+    assert p.returncode != 0 and stopped_s < 5, f"Ctrl-C took {stopped_s:.1f} s"
+    kept = EmbeddingCache(cache).count(OnnxMiniLM().name)
+    assert kept >= 256, kept                               # finished batches were committed, not thrown away
+
+
+_SERVE = """
+from fanin.config import compose, instantiate
+cfg = compose(["llm.server.requantize=null"])
+s = instantiate(cfg.llm.server).start()
+import json, threading, time, urllib.request
+def generate():  # a long generation in flight when the lab dies
+    body = json.dumps({"messages": [{"role": "user", "content": "Count from 1 to 5000, one number per line."}],
+                       "max_tokens": 4000, "temperature": 0}).encode()
+    try: urllib.request.urlopen(urllib.request.Request(s.base_url + "/chat/completions", body, {"Content-Type": "application/json"}), timeout=600)
+    except Exception: pass
+threading.Thread(target=generate, daemon=True).start()
+time.sleep(1.5)
+print(s.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_embedded_server_dies_with_the_process_that_started_it(tmp_path):
+    import os, signal, subprocess, sys, time
+    p = subprocess.Popen([sys.executable, "-c", _SERVE], stdout=subprocess.PIPE, text=True)
+    server_pid = int(p.stdout.readline())
+    p.send_signal(signal.SIGKILL); p.wait()                 # the lab is killed without any chance to clean up
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 5:
+        try: os.kill(server_pid, 0)
+        except ProcessLookupError: break
+        try:  # reap it if it became our zombie (it is not our child, so this normally raises)
+            if os.waitpid(server_pid, os.WNOHANG)[0]: break
+        except ChildProcessError: pass
+        time.sleep(0.1)
+    else:
+        with open(f"/proc/{server_pid}/stat") as f: state = f.read().split()[2]
+        assert state == "Z", f"the server (PID {server_pid}) still runs 5 s after its parent was killed"

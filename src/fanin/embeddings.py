@@ -263,14 +263,21 @@ class OnnxMiniLM:
             if self.bulk_sessions is None: self.bulk_sessions = [self._session(1) for _ in range(self.threads)]
             pool = self.bulk_sessions
 
+        stop = threading.Event()  # set on Ctrl-C (or any error): the workers stop after their current batch (milliseconds)
+
         def work(w):  # worker w takes every n-th batch of the longest-first order: equal shares of the work
-            for s in starts[w::n]: run(pool[w], s)
+            for s in starts[w::n]:
+                if stop.is_set(): return
+                run(pool[w], s)
 
         n = min(len(pool), len(starts))
         try:
             if n == 1: work(0)
             else:
-                with ThreadPoolExecutor(n) as ex: list(ex.map(work, range(n)))
+                with ThreadPoolExecutor(n) as ex:
+                    try: list(ex.map(work, range(n)))
+                    except BaseException:
+                        stop.set(); raise
         finally:
             if bar is not None: bar.close()
         return _l2_normalise(out)
@@ -369,8 +376,10 @@ class EmbeddingCache:
 
 # %% ../../nbs/04_embeddings.ipynb #c8bcb403
 def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None, progress: bool = False,
-                     commit_every: int = 2048) -> tuple[np.ndarray, dict]:
-    "Embed `texts` with `embedder`, reusing and filling `cache`; returns (matrix in input order, stats)."
+                     commit_every: int = 256) -> tuple[np.ndarray, dict]:
+    """Embed `texts` with `embedder`, reusing and filling `cache`; returns (matrix in input order, stats).
+    New vectors are committed every `commit_every` texts (~6 s of work on 2 cores), so an interrupted build keeps all but
+    the last few seconds of its work and a rerun embeds only the rest."""
     texts = list(texts)
     keys = [text_key(t) for t in texts]
     first: dict[str, int] = {}

@@ -195,8 +195,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent():  # runs in the child before exec: SIGTERM when the parent dies, even by SIGKILL
-    try: ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+def _die_with_parent():  # runs in the child before exec: SIGKILL (no graceful wait for a generation in flight) when the parent dies, even by SIGKILL
+    try: ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except OSError: pass
 
 
@@ -257,13 +257,13 @@ class EmbeddedServer:
         raise LLMError(f"embedded server not healthy after {self.startup_timeout_s} s on port {self.port}")
 
     def stop(self):
+        """Kill the server at once (SIGKILL to its process group). It holds no state worth a graceful exit, and a graceful
+        one waits for the generation in flight (up to a minute at full CPU after the lab itself was interrupted)."""
         p, self.proc = self.proc, None
         if p is None or p.poll() is not None: return
-        try: os.killpg(p.pid, signal.SIGTERM)
+        try: os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError: return
-        try: p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL); p.wait()
+        p.wait()
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
@@ -725,6 +725,11 @@ class LLM:
         except OSError: return False
 
     def map(self, fn: Callable, items: Sequence) -> list:
-        "fn over items with at most `concurrency` calls in flight; results in input order."
+        """fn over items with at most `concurrency` calls in flight; results in input order. On Ctrl-C (or any error) the
+        calls not yet started are cancelled at once; only those in flight finish (each reply that arrives is still cached)."""
         if self.concurrency == 1 or len(items) < 2: return [fn(x) for x in items]
-        with ThreadPoolExecutor(self.concurrency) as ex: return list(ex.map(fn, items))
+        ex = ThreadPoolExecutor(self.concurrency)
+        try: return list(ex.map(fn, items))
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True); raise
+        finally: ex.shutdown(wait=False)

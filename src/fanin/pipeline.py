@@ -28,17 +28,19 @@ from .config import (ConfigError, compose, config_dir, config_hash, instantiate,
 from .fingerprints import (check_stamp, code_fingerprint, corpus_fingerprint, llm_identity, model_fingerprint,
                                 questions_fingerprint, read_stamps, write_stamp)
 from .judges import answer_table, judge_agreement
+from .locks import exclusive
 from .llm import LLM, EndpointError, Ledger
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['PACKAGES', 'KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'load_dataset', 'make_system', 'index_store', 'run_dir',
-           'git_commit', 'versions', 'write_manifest', 'stage_index', 'integrity_policy', 'index_inputs', 'run_inputs',
-           'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample', 'StageFailed',
-           'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node',
-           'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm', 'needs_llm_server',
-           'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
+           'git_commit', 'versions', 'write_manifest', 'stage_index', 'wait_for_lock', 'integrity_policy',
+           'index_inputs', 'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
+           'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows',
+           'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node',
+           'needs_llm', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs',
+           'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
@@ -109,14 +111,20 @@ def stage_index(cfg: DictConfig, bench, domain: str, llm: LLM | None = None):
                 raise ConfigError(f"system {cfg.system.name} builds its index with an LLM; run it through `fanin run` (which starts one)")
             inputs["llm"] = read_stamps(store, "inputs.json").get("index", {}).get("llm")
         system.llm = llm
-    check_stamp(store, "index", inputs, [store], integrity_policy(cfg), name="inputs.json")
-    failed = json.loads((store / "index.json").read_text()).get("llm_failed", 0) if (store / "index.json").exists() else 0
-    if failed and llm is not None:  # failures heal: rebuild; the calls that succeeded replay from the LLM cache at no cost
-        print(f"{store}: the index recorded {failed} failed LLM call(s); rebuilding to retry them")
-        shutil.rmtree(store)
-    system.index(corpus, store)
-    write_stamp(store, "index", inputs, name="inputs.json")
+    with exclusive(store, f"the {cfg.system.name} index of {domain}", wait_for_lock(cfg)):  # one builder; others wait, then load it
+        check_stamp(store, "index", inputs, [store], integrity_policy(cfg), name="inputs.json")
+        failed = json.loads((store / "index.json").read_text()).get("llm_failed", 0) if (store / "index.json").exists() else 0
+        if failed and llm is not None:  # failures heal: rebuild; the calls that succeeded replay from the LLM cache at no cost
+            print(f"{store}: the index recorded {failed} failed LLM call(s); rebuilding to retry them")
+            shutil.rmtree(store)
+        system.index(corpus, store)
+        write_stamp(store, "index", inputs, name="inputs.json")
     return system
+
+
+def wait_for_lock(cfg: DictConfig) -> bool:
+    "`integrity.wait_for_lock` (default true): wait for another process working on the same folder, or stop at once."
+    return bool((cfg.get("integrity") or {}).get("wait_for_lock", True))
 
 
 def integrity_policy(cfg: DictConfig) -> str:
@@ -486,6 +494,11 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=
     bench = bench or load_dataset(cfg)
     folder = run_dir(cfg, bench)
     folder.mkdir(parents=True, exist_ok=True)
+    with exclusive(folder, f"the run {folder.name}", wait_for_lock(cfg)):  # one writer per run folder
+        return _run_system(cfg, stages, bench, folder, llm, llms)
+
+
+def _run_system(cfg, stages, bench, folder: Path, llm, llms) -> Path:
     t0 = time.time()
     inputs = check_run_inputs(cfg, bench, folder, stages)
     write_manifest(folder, inputs=inputs, run_key=folder.name, experiment=cfg.experiment_name, system=cfg.system.name,
