@@ -248,3 +248,24 @@ def test_the_embedded_server_dies_with_the_process_that_started_it(tmp_path):
     else:
         with open(f"/proc/{server_pid}/stat") as f: state = f.read().split()[2]
         assert state == "Z", f"the server (PID {server_pid}) still runs 5 s after its parent was killed"
+
+
+# --- parameters and data are checked before any work -----------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["k=abc", "k=1.5", "k=0", "k=-3", "fan_in_bins=[]"])
+def test_a_bad_parameter_stops_before_any_work(data, tmp_path, bad):
+    from fanin.config import ConfigError
+    with pytest.raises(ConfigError, match=bad.split("=")[0]): run(_over(tmp_path, data, bad))
+    assert not (tmp_path / "outputs").exists()              # no folder, no index, no half-written run
+
+
+def test_bad_data_stops_before_any_model_starts(data, tmp_path, monkeypatch):
+    from fanin.config import ConfigError
+    from fanin import llm as llm_mod
+    started = []
+    monkeypatch.setattr(llm_mod.LLM, "__enter__", lambda self: started.append(1) or self)
+    q = data / "QA" / "nature" / "questions.jsonl"
+    q.write_text(q.read_text().replace('"ref_urls": ["https://example.org/vicente"]', '"ref_urls": "https://example.org/vicente"', 1))
+    with pytest.raises(ConfigError, match=r"questions.jsonl, line 1: field 'ref_urls'"):
+        run(_over(tmp_path, data, "answer.judges=[proxy]"), stages=["index", "retrieve", "answer", "judge"])
+    assert not started and not (tmp_path / "outputs").exists()

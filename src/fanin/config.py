@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 # %% auto #0
-__all__ = ['NOT_HASHED', 'ConfigError', 'repo_root', 'config_dir', 'resolve_path', 'compose', 'instantiate', 'config_hash',
-           'system_hash', 'domains_tag', 'k_tag', 'run_key', 'k_for', 'fan_in_bin']
+__all__ = ['NOT_HASHED', 'RUN_PARAMS', 'LLM_PARAMS', 'KINDS', 'EXAMPLE_BINS', 'ConfigError', 'repo_root', 'config_dir',
+           'resolve_path', 'compose', 'instantiate', 'config_hash', 'system_hash', 'domains_tag', 'k_tag', 'run_key',
+           'k_for', 'fan_in_bin', 'check_params']
 
 # %% ../../nbs/01_config.ipynb #d0a954e1
 class ConfigError(ValueError):
@@ -127,9 +130,11 @@ def run_key(cfg: DictConfig, domains: Sequence[str], all_domains: Sequence[str])
 
 
 def k_for(cfg: DictConfig, qtype: str) -> int:
-    "The top-k for a question type (WildGraphBench retrieves more units for summary questions)."
-    if qtype == "summary" and cfg.get("k_summary") is not None: return int(cfg.k_summary)
-    return int(cfg.k)
+    "The top-k for a question type (WildGraphBench retrieves more units for summary questions); never truncated: k=1.5 is an error."
+    name = "k_summary" if qtype == "summary" and cfg.get("k_summary") is not None else "k"
+    v = cfg.get(name)
+    if (p := _param_problem(name, v, "count", False, 10 if name == "k_summary" else 5)): raise ConfigError(p)
+    return int(v)
 
 
 def fan_in_bin(fan_in: int, bins) -> str:
@@ -137,3 +142,153 @@ def fan_in_bin(fan_in: int, bins) -> str:
     for b in bins:
         if fan_in >= b["lo"] and (b["hi"] is None or fan_in <= b["hi"]): return b["name"]
     raise ConfigError(f"fan_in={fan_in} falls in no configured bin {[dict(b) for b in bins]}: fix fan_in_bins in configs/config.yaml")
+
+# %% ../../nbs/01_config.ipynb #2b5e1708
+_ABSENT = object()
+# what each numeric run parameter must be: (kind, null allowed, an example value for the fix). A key the config lacks is skipped.
+RUN_PARAMS = {
+    "k": ("count", False, 5),
+    "k_summary": ("count", True, 10),
+    "answer.per_domain_type": ("count", True, 2),
+    "answer.seed": ("int", True, 0),
+    "answer.max_failed_share": ("share", False, 0.0),
+    "max_failed_share": ("share", False, 0.0),
+    "sweep.ks": ("counts", False, [2, 5, 10]),
+}
+# the numeric fields of every LLM config (`_target_: fanin.llm.LLM`: llm, reader_llm, judge_llm), relative to the node
+LLM_PARAMS = {
+    "concurrency": ("count", False, 1),
+    "max_tokens": ("count", True, 256),
+    "max_retries": ("natural", False, 3),
+    "timeout_s": ("positive", False, 120),
+    "backoff_s": ("nonneg", False, 1.0),
+    "temperature": ("nonneg", True, 0.0),
+    "top_p": ("unit", True, 1.0),
+    "seed": ("int", True, 0),
+    "context_tokens": ("count", True, 8192),
+    "server.n_ctx": ("count", True, 8192),
+    "server.n_threads": ("count", True, 4),
+    "server.n_batch": ("count", True, 512),
+    "server.startup_timeout_s": ("positive", True, 60),
+}
+KINDS = {"count": "a positive integer", "natural": "an integer >= 0", "int": "an integer", "share": "a number from 0 to 1",
+         "positive": "a number > 0", "nonneg": "a number >= 0", "unit": "a number > 0 and <= 1",
+         "counts": "a non-empty list of positive integers"}
+EXAMPLE_BINS = "fan_in_bins=[{name:single,lo:1,hi:1},{name:low,lo:2,hi:2},{name:high,lo:3,hi:null}]"
+
+
+def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+def _is_num(v) -> bool: return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _ok(kind: str, v) -> bool:
+    if kind == "count": return _is_int(v) and v >= 1
+    if kind == "natural": return _is_int(v) and v >= 0
+    if kind == "int": return _is_int(v)
+    if kind == "share": return _is_num(v) and 0 <= v <= 1
+    if kind == "positive": return _is_num(v) and v > 0
+    if kind == "nonneg": return _is_num(v) and v >= 0
+    if kind == "unit": return _is_num(v) and 0 < v <= 1
+    if kind == "counts": return isinstance(v, (list, ListConfig)) and len(v) > 0 and all(_ok("count", x) for x in v)
+    raise ValueError(kind)
+
+
+def _suggest(kind: str, v, example):
+    "A value of the right kind close to the one given (1.5 -> 2, '5' -> 5), else the example."
+    if isinstance(v, str):
+        try: v = float(v.strip())
+        except ValueError: return example
+    if not _is_num(v): return example
+    if kind in ("count", "natural", "int"): v = math.ceil(v)
+    return v if _ok(kind, v) else example
+
+
+def _show_param(v) -> str:
+    if v is None: return "null"
+    if isinstance(v, str): return repr(v) if (not v or v.strip() != v or v.replace(".", "", 1).lstrip("-").isdigit()) else v
+    if isinstance(v, (ListConfig, DictConfig)): v = OmegaConf.to_container(v)
+    if isinstance(v, (list, dict)): return json.dumps(v, separators=(",", ":"))
+    return json.dumps(v) if isinstance(v, bool) else str(v)
+
+
+def _param_problem(name: str, v, kind: str, nullable: bool, example) -> str | None:
+    "One line naming a bad parameter, its value and the fix; None when the value is fine."
+    if v is None and nullable: return None
+    if v is not None and _ok(kind, v): return None
+    what = KINDS[kind] + (" or null" if nullable else "")
+    if isinstance(v, str) and _suggest(kind, v, None) is not None: what += " (a number, not a quoted string)"
+    sug = _suggest(kind, v, example)
+    return f"{name}={_show_param(v)}: expected {what} ({name}={_show_param(sug)})"
+
+
+def _bins_problems(bins) -> list[str]:
+    "fan_in_bins: a non-empty list of {name, lo, hi}, increasing with no gap or overlap, from fan-in 1 up to an open last bin (hi: null)."
+    if not isinstance(bins, (list, ListConfig)) or not bins:
+        return [f"fan_in_bins={_show_param(bins)}: expected a non-empty list of bins {{name, lo, hi}} covering fan-in 1 and up ({EXAMPLE_BINS})"]
+    out, names, want = [], set(), 1
+    for i, b in enumerate(bins):
+        at = f"fan_in_bins[{i}]"
+        if not isinstance(b, (dict, DictConfig)) or set(b.keys()) != {"name", "lo", "hi"}:
+            out.append(f"{at}={_show_param(b)}: expected a bin {{name, lo, hi}} ({EXAMPLE_BINS})"); want = None; continue
+        name, lo, hi = b["name"], b["lo"], b["hi"]
+        if not isinstance(name, str) or not name.strip() or name in names:
+            out.append(f"{at}.name={_show_param(name)}: expected a non-empty name not used by another bin ({at}.name=bin{i + 1})")
+        names.add(name)
+        if not _is_int(lo) or lo < 1:
+            out.append(f"{at}.lo={_show_param(lo)}: expected a positive integer ({at}.lo={want or 1})"); want = None; continue
+        if want is not None and lo != want:
+            out.append(f"{at}.lo={lo}: expected {want}, " + ("the smallest fan-in (bins start at 1)" if i == 0 else
+                       f"one more than the bin before ends (hi={want - 1}): bins must increase with no gap or overlap") + f" ({at}.lo={want})")
+        last = i == len(bins) - 1
+        if hi is None:
+            if not last: out.append(f"{at}.hi=null: expected an integer >= lo (only the last bin is open) ({at}.hi={lo})")
+            want = None
+        elif not _is_int(hi) or hi < lo:
+            out.append(f"{at}.hi={_show_param(hi)}: expected an integer >= lo={lo}, or null for the last bin ({at}.hi={lo})"); want = None
+        else:
+            want = hi + 1
+            if last: out.append(f"{at}.hi={hi}: expected null for the last bin, so every fan-in above {hi} has a bin ({at}.hi=null)")
+    return out
+
+
+def _llm_nodes(cfg) -> list[tuple[str, Any]]:
+    "Every LLM config of the run (`_target_: fanin.llm.LLM`), with its dotted path: llm, reader_llm, judge_llm, or nested ones."
+    out = []
+    def walk(node, path):
+        if isinstance(node, DictConfig):
+            if node.get("_target_") == "fanin.llm.LLM": out.append((path, node))
+            for k in node.keys():
+                try: walk(node[k], f"{path}.{k}" if path else str(k))
+                except Exception: pass  # a value that cannot be read here (e.g. ???) is not an LLM config
+        elif isinstance(node, ListConfig):
+            for i, x in enumerate(node): walk(x, f"{path}[{i}]")
+    walk(cfg, "")
+    return out
+
+
+def check_params(cfg: DictConfig) -> DictConfig:
+    """Check every numeric run parameter before any work: k and k_summary, the answer sample and its failure share, the retrieval
+    failure share, the sweep's ks, fan_in_bins, the numeric fields of each LLM config, and dataset.root / dataset.unresolved_refs.
+    Raises one `ConfigError` naming each bad parameter, its value and the fix (e.g. `k=1.5: expected a positive integer (k=2)`);
+    returns `cfg` when all is well."""
+    if not isinstance(cfg, DictConfig): cfg = OmegaConf.create(cfg)
+    out = []
+    for key, (kind, nullable, example) in RUN_PARAMS.items():
+        v = OmegaConf.select(cfg, key, default=_ABSENT)
+        if v is _ABSENT and key == "k": v = None  # k is always needed
+        if v is _ABSENT: continue
+        if (p := _param_problem(key, v, kind, nullable, example)): out.append(p)
+    if "fan_in_bins" in cfg: out += _bins_problems(cfg.fan_in_bins)
+    else: out.append(f"fan_in_bins is missing: expected a list of bins {{name, lo, hi}} ({EXAMPLE_BINS})")
+    for path, node in _llm_nodes(cfg):
+        for key, (kind, nullable, example) in LLM_PARAMS.items():
+            v = OmegaConf.select(node, key, default=_ABSENT)
+            if v is not _ABSENT and (p := _param_problem(f"{path}.{key}", v, kind, nullable, example)): out.append(p)
+    ds = cfg.get("dataset") or {}
+    if "root" in ds and isinstance(ds.root, str) and not ds.root.strip():
+        out.append(f"dataset.root={ds.root!r}: expected the data folder (dataset.root=../shared/data/wildgraphbench), or dataset.root=null for the default")
+    if "unresolved_refs" in ds and ds.unresolved_refs not in ("warn", "fail"):
+        out.append(f"dataset.unresolved_refs={_show_param(ds.unresolved_refs)}: expected warn or fail (dataset.unresolved_refs=warn)")
+    if out:
+        raise ConfigError(out[0] if len(out) == 1 else f"{len(out)} bad run parameters:\n" + "\n".join(f"  {p}" for p in out))
+    return cfg

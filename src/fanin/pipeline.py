@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from .config import (ConfigError, compose, config_dir, config_hash, instantiate, k_for, repo_root,
+from .config import (ConfigError, check_params, compose, config_dir, config_hash, instantiate, k_for, repo_root,
                           resolve_path, run_key, system_hash)
 from .fingerprints import (check_stamp, code_fingerprint, corpus_fingerprint, llm_identity, model_fingerprint,
                                 questions_fingerprint, read_stamps, write_stamp)
@@ -564,13 +564,15 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     `stages`: None = the experiment's `stages` if it sets them, else the retrieval stages. One LLM per distinct role config
     (one embedded server each) serves every system of the call. When a stage's failures pass `answer.max_failed_share`,
     every system still runs and writes what succeeded, then StageFailed is raised (the CLI exits non-zero)."""
-    folders, bench = [], None
+    folders = []
     cfgs = system_configs(overrides)
+    for c in cfgs: check_params(c)            # every numeric parameter, before any work
     stages = list(stages or cfgs[0].get("stages") or RETRIEVAL_STAGES)
     unknown = [s for s in stages if s not in STAGES]
     if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
     if "judge" in stages: judge_nodes(cfgs[0])  # an unknown judge name fails before any work is done
     if "evidence" in stages: evidence_judge_nodes(cfgs[0])
+    bench = load_dataset(cfgs[0])             # the data is validated on load: bad input stops before any model starts
     index_llm = ("index" in stages or "retrieve" in stages) and any(getattr(make_system(c), "needs_llm", False) for c in cfgs)
     llms = make_llms(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else {}
     need = {r for r in ROLES if llms and (needs_llm(cfgs[0], stages, r) or (r == "llm" and index_llm))}

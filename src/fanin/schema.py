@@ -5,18 +5,24 @@
 # %% ../../nbs/00_schema.ipynb #63aaedd8
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Type, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .config import ConfigError
+
 # %% auto #0
-__all__ = ['R', 'Document', 'Instance', 'Unit', 'Pack', 'Corpus', 'Answer', 'Judgment', 'RecordError', 'parse_record',
-           'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender']
+__all__ = ['R', 'MISSING', 'Document', 'Instance', 'Unit', 'Pack', 'Corpus', 'Answer', 'Judgment', 'Problem', 'DataError',
+           'DataWarning', 'RecordError', 'parse_record', 'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender',
+           'RawRecord', 'record_problems', 'decode_utf8', 'scan_jsonl']
 
 # %% ../../nbs/00_schema.ipynb #b7103a46
 class _Record(BaseModel):
@@ -122,21 +128,59 @@ class Judgment(_Record):
     error: str = ""
     detail: dict[str, Any] = Field(default_factory=dict)
 
-# %% ../../nbs/00_schema.ipynb #6f0da25d
+# %% ../../nbs/00_schema.ipynb #ec1dc114
 R = TypeVar("R", bound=BaseModel)
+MISSING = "<missing>"  # the value shown for a field that is absent
 
 
-class RecordError(ValueError):
-    "A record in a JSONL file is malformed: says where, which field, what was found and what was expected."
-    def __init__(self, path, line: int, field: str, value: Any, expected: str, hint: str = ""):
-        self.path, self.line, self.field, self.value, self.expected = str(path), line, field, value, expected
-        shown = repr(value)
-        if len(shown) > 120: shown = shown[:117] + "..."
-        msg = f"{path}, line {line}: field '{field}' = {shown}: expected {expected}."
-        msg += " " + (hint or "Fix or remove this record (or delete the file to regenerate it) and run again.")
+def _show(value: Any, n: int = 100) -> str:
+    "A value as an error message shows it: its repr (long ones keep head and tail) and its type."
+    if isinstance(value, str) and value == MISSING: return MISSING
+    s = repr(value)
+    if len(s) > n: s = s[:n * 2 // 3] + " ... " + s[-n // 3:]
+    return f"{s} ({type(value).__name__})"
+
+
+@dataclass
+class Problem:
+    "One thing wrong with input data: the file, the line (None: the file or folder as a whole), the field, the value found, what was expected, the fix."
+    path: str
+    line: int | None
+    field: str
+    value: Any
+    expected: str
+    fix: str = ""
+
+    def __str__(self):
+        where = f"{self.path}, line {self.line}" if self.line else str(self.path)
+        return f"{where}: field '{self.field}' = {_show(self.value)}: expected {self.expected}" + (f"; {self.fix}" if self.fix else "")
+
+
+class DataError(ConfigError):
+    """Input data that cannot be used, with every problem found: the first `max_shown` in the message, all of them in `.problems`.
+    A `ConfigError` (and so a `ValueError`): the CLI prints it and exits 2, with no traceback."""
+    def __init__(self, problems, max_shown: int = 10):
+        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        n = len(self.problems)
+        if n == 1: msg = str(self.problems[0])
+        else:
+            msg = f"{n} problems in the input data" + (f" (the first {max_shown} shown)" if n > max_shown else "") + ":\n"
+            msg += "\n".join(f"  {p}" for p in self.problems[:max_shown])
         super().__init__(msg)
 
 
+class DataWarning(UserWarning):
+    "Input data that loads, but with a defect worth knowing (e.g. references that resolve to no page)."
+
+
+class RecordError(DataError):
+    "One malformed record in a JSONL file: says where, which field, what was found and what was expected."
+    def __init__(self, path, line: int, field: str, value: Any, expected: str, hint: str = ""):
+        self.path, self.line, self.field, self.value, self.expected = str(path), line, field, value, expected
+        super().__init__(Problem(str(path), line, field, value, expected,
+                                 hint or "fix or remove this record (or delete the file to regenerate it) and run again"))
+
+# %% ../../nbs/00_schema.ipynb #6f0da25d
 def _open_text(path: Path, mode: str):
     if str(path).endswith(".gz"):
         return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8")
@@ -215,3 +259,101 @@ class JsonlAppender:
     def close(self): self._f.close()
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
+
+# %% ../../nbs/00_schema.ipynb #3d761643
+class RawRecord(BaseModel):
+    """Base of the models that declare a benchmark's *raw* input records, one model per record kind (e.g. a line of questions.jsonl).
+    Strict: no coercion (`"5"` is not 5, a string is not a list) and no unknown fields. Raw records are flat (one level of fields).
+    Each field's `description` says what is expected; `fix(field, value)` may say how to repair a bad value."""
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @classmethod
+    def fix(cls, field: str, value: Any) -> str: return ""
+
+
+def record_problems(cls: Type[RawRecord], obj: Any, path, line: int) -> tuple[RawRecord | None, list[Problem]]:
+    "Validate one decoded JSON object as `cls`: the record (None if invalid) and every problem found, one per field."
+    if not isinstance(obj, dict):
+        return None, [Problem(str(path), line, "<record>", obj, f"a JSON object holding a {cls.__name__}", "write one {...} object per line")]
+    try:
+        return cls.model_validate(obj), []
+    except ValidationError as e:
+        out, seen = [], set()
+        for err in e.errors():
+            loc = tuple(err.get("loc", ()))
+            name = str(loc[0]) if loc else "<record>"
+            field = name + "".join(f"[{x}]" for x in loc[1:] if isinstance(x, int))  # union branch names are left out
+            if name in seen: continue  # one problem per field (a union reports one error per branch)
+            seen.add(name)
+            info = cls.model_fields.get(name)
+            expected = (info.description if info and info.description else err.get("msg", "a valid value"))
+            value = err.get("input")
+            if err.get("type") == "missing":
+                value, expected, fix = MISSING, f"{expected} (the field is required)", f"add the field: \"{name}\": ..."
+            elif err.get("type") == "extra_forbidden":
+                expected, fix = f"only the fields {', '.join(cls.model_fields)}", "remove it or correct its name"
+            else:
+                fix = cls.fix(field, value)
+                if name not in obj: value = MISSING  # a default checked by a rule (a fact question's answer)
+            out.append(Problem(str(path), line, field, value, expected, fix))
+        return None, out
+
+
+def _encoding_problem(path, data: bytes, e: UnicodeDecodeError, line: int, offset: int, field: str) -> Problem:
+    "Bytes that are not UTF-8: the byte offset in the file, the line, the bytes around them."
+    bad, context = data[e.start:e.end], data[max(0, e.start - 24):e.end + 24]
+    return Problem(str(path), line, field, context, "UTF-8 text",
+                   f"byte offset {offset} (line {line}) is {bad!r}, which is not UTF-8: re-encode the file as UTF-8 "
+                   f"(e.g. iconv -f cp1252 -t utf-8) or restore it from its source")
+
+
+def _field_with_bad_bytes(raw: bytes) -> str:
+    "Which field of a JSON line holds the undecodable bytes (decoded with surrogateescape, they are lone surrogates)."
+    try: obj = json.loads(raw.decode("utf-8", "surrogateescape"))
+    except ValueError: return "<line>"
+    bad = re.compile("[\udc80-\udcff]")
+    if not isinstance(obj, dict): return "<line>"
+    for k, v in obj.items():
+        for i, x in enumerate(v if isinstance(v, list) else [v]):
+            if bad.search(json.dumps(x, ensure_ascii=False)): return f"{k}[{i}]" if isinstance(v, list) else k
+        if bad.search(k): return k
+    return "<line>"
+
+
+def decode_utf8(path, data: bytes) -> tuple[str | None, Problem | None]:
+    "A whole file's bytes as text, or None and the problem (byte offset and line of the first byte that is not UTF-8)."
+    try: return data.decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        return None, _encoding_problem(path, data, e, line, e.start, "<text>")
+
+
+def scan_jsonl(path, cls: Type[RawRecord]) -> tuple[list[tuple[int, RawRecord]], list[Problem]]:
+    """Read a raw JSONL input file and validate every line as `cls`, collecting every problem instead of stopping at the first:
+    bytes that are not UTF-8 (byte offset, line and field), a line that is not one JSON object (cut or damaged), each bad field.
+    Returns the valid records with their line numbers, and the problems."""
+    path = Path(path)
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    records, problems, offset = [], [], 0
+    for n, raw in enumerate(lines, start=1):
+        start, offset = offset, offset + len(raw) + 1
+        if n == 1 and raw.startswith(codecs.BOM_UTF8): raw, start = raw[3:], start + 3
+        if not raw.strip(): continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problems.append(_encoding_problem(path, raw, e, n, start + e.start, _field_with_bad_bytes(raw)))
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            cut = n == len(lines)  # the last line, with no newline after it: the file ends inside the record
+            problems.append(Problem(str(path), n, "<line>", text.strip(), f"one JSON object per line ({e.msg.removesuffix(' at')} at column {e.colno})",
+                                    ("the file ends inside this record (cut off by an interrupted copy or download)" if cut else
+                                     "the line is cut or damaged") + ": restore the file from its source, or repair or delete the line"))
+            continue
+        rec, probs = record_problems(cls, obj, path, n)
+        problems += probs
+        if rec is not None: records.append((n, rec))
+    return records, problems

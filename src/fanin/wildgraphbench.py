@@ -11,19 +11,23 @@ import json
 import os
 import re
 import subprocess
-from functools import cached_property
+import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import pandas as pd
+from pydantic import AfterValidator, Field, field_validator
 
 from .config import ConfigError, repo_root
-from .schema import Corpus, Document, Instance
+from .schema import (MISSING, Corpus, DataError, DataWarning, Document, Instance, Problem, RawRecord, decode_utf8,
+                          scan_jsonl)
 from .text import clean_page
 
 # %% auto #0
-__all__ = ['DATASET', 'DOMAINS', 'QTYPES', 'SOURCE_REPO', 'SOURCE_COMMIT', 'ENV_ROOT', 'STATS_COLUMNS', 'default_root',
-           'resolve_root', 'page_file_name', 'question_id', 'WildGraphBench', 'stats_table', 'fetch']
+__all__ = ['DATASET', 'DOMAINS', 'QTYPES', 'SOURCE_REPO', 'SOURCE_COMMIT', 'ENV_ROOT', 'FACT_TYPES', 'UNRESOLVED_POLICIES',
+           'URL_RE', 'Url', 'TYPE_CHOICES', 'UNRESOLVED_COLUMNS', 'STATS_COLUMNS', 'default_root', 'resolve_root',
+           'page_file_name', 'question_id', 'QuestionRecord', 'ReferenceRecord', 'WildGraphBench', 'stats_table',
+           'fetch']
 
 # %% ../../nbs/03_wildgraphbench.ipynb #bfdbf8fa
 DATASET = "wildgraphbench"
@@ -34,6 +38,9 @@ QTYPES = {"single-fact": "single-fact", "single_fact": "single-fact", "multi-fac
 SOURCE_REPO = "https://github.com/BstWPY/WildGraphBench"
 SOURCE_COMMIT = "adc9829"
 ENV_ROOT = "FANIN_WILDGRAPHBENCH"
+FACT_TYPES = {"single-fact", "multi-fact"}
+UNRESOLVED_POLICIES = ("warn", "fail")  # dataset.unresolved_refs
+URL_RE = re.compile(r"^https?://\S")  # only the start: 5 urls in the release end in markup (' "iarchive:..."')
 
 # %% ../../nbs/03_wildgraphbench.ipynb #68bb2f40
 def default_root() -> Path:
@@ -43,8 +50,11 @@ def default_root() -> Path:
 
 
 def resolve_root(root=None) -> Path:
-    "The data root to read, checked: it must hold `QA/` and `corpus/`."
-    r = Path(root).expanduser() if root else default_root()
+    "The data root to read, checked: it must hold `QA/` and `corpus/`. None means the default; an empty string is an error."
+    if root is not None and not str(root).strip():
+        raise ConfigError(f"dataset.root is empty (dataset.root={root!r}): give the data folder, e.g. dataset.root=../shared/data/wildgraphbench, "
+                          f"or dataset.root=null for the default (${ENV_ROOT}, else ../shared/data/wildgraphbench beside the checkout)")
+    r = Path(root).expanduser() if root is not None else default_root()
     if not r.is_absolute(): r = repo_root() / r
     if not (r / "QA").is_dir() or not (r / "corpus").is_dir():
         raise ConfigError(f"WildGraphBench data not found at {r} (expected QA/ and corpus/ there). Set dataset.root=PATH or "
@@ -61,24 +71,127 @@ def page_file_name(title: str) -> str:
 def question_id(domain: str, question: str) -> str:
     return f"{domain}-{hashlib.sha1(question.encode('utf-8')).hexdigest()[:10]}"
 
+# %% ../../nbs/03_wildgraphbench.ipynb #67942c48
+def _url(v: str) -> str:
+    if not URL_RE.match(v): raise ValueError("not an http(s) URL")
+    return v
+
+
+def _nonempty(v: str) -> str:
+    if not v.strip(): raise ValueError("empty")
+    return v
+
+
+def _qtype(question_type) -> str | None:
+    "The normalised type of a `question_type` value (a one-element list or a string), None when it names none."
+    t = question_type if isinstance(question_type, str) else (question_type[0] if len(question_type) == 1 else None)
+    return QTYPES.get(t)
+
+
+Url = Annotated[str, AfterValidator(_url)]
+TYPE_CHOICES = '["single-fact"], ["multi-fact"] or ["summary"]'
+
+
+class QuestionRecord(RawRecord):
+    "One line of `QA/<domain>/questions.jsonl`."
+    question: Annotated[str, AfterValidator(_nonempty)] = Field(description="the question text, a non-empty string")
+    question_type: list[str] | str = Field(
+        description=f"a one-element list naming the question type: {TYPE_CHOICES} (single_fact and multi_fact are accepted spellings)")
+    ref_urls: list[Url] = Field(
+        description="a non-empty list of the URLs of the pages holding the answer (strings starting with http:// or https://)")
+    answer: str | None = Field(None, validate_default=True,
+                               description="the reference answer, a non-empty string (required for single- and multi-fact questions)")
+    gold_statements: list[str] | None = Field(None, validate_default=True,
+                                              description="the summary's gold statements, a non-empty list of strings (required for summary questions)")
+
+    @field_validator("question_type")
+    @classmethod
+    def _known_type(cls, v):
+        if _qtype(v) is None: raise ValueError("unknown question type")
+        return v
+
+    @field_validator("ref_urls")
+    @classmethod
+    def _some_urls(cls, v):
+        if not v: raise ValueError("no urls")
+        return v
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_for_facts(cls, v, info):
+        qt = info.data.get("question_type")
+        if qt is not None and _qtype(qt) in FACT_TYPES and (v is None or not v.strip()): raise ValueError("answer required")
+        return v
+
+    @field_validator("gold_statements")
+    @classmethod
+    def _statements_for_summaries(cls, v, info):
+        qt = info.data.get("question_type")
+        if qt is not None and _qtype(qt) == "summary" and not v: raise ValueError("statements required")
+        return v
+
+    @property
+    def qtype(self) -> str: return _qtype(self.question_type)
+
+    @classmethod
+    def fix(cls, field: str, value) -> str:
+        if field == "ref_urls":
+            if isinstance(value, str): return f"write [{json.dumps(value)}]"
+            return "list the URLs of the gold pages as they appear in the topic's references.jsonl, e.g. [\"https://...\"]"
+        if field.startswith("ref_urls["): return "write the URL as a string starting with http:// or https://"
+        if field.startswith("question_type"):
+            t = value if isinstance(value, str) else (value[0] if isinstance(value, list) and value else None)
+            if isinstance(t, str) and t.strip().lower().replace("_", "-").replace(" ", "-") in QTYPES:
+                return f"write [\"{t.strip().lower().replace('_', '-').replace(' ', '-')}\"]"
+            return f"write one of {TYPE_CHOICES}"
+        if field == "question": return "write the question's text"
+        if field == "answer": return "write the reference answer as a string"
+        if field.startswith("gold_statements"): return 'write the statements as a list of strings, e.g. ["...", "..."]'
+        return ""
+
+
+class ReferenceRecord(RawRecord):
+    "One line of `corpus/<domain>/<topic>/references.jsonl`: a reference the article cites (its page may or may not have been fetched)."
+    title: Annotated[str, AfterValidator(_nonempty)] = Field(
+        description="the reference's title, a non-empty string (its page's file name is made from it)")
+    url: Url = Field(description="the reference's URL, a string starting with http:// or https://")
+    archive_url: str = Field("", description="the archived copy's URL, a string (may be empty)")
+
+    @classmethod
+    def fix(cls, field: str, value) -> str:
+        if field == "title": return "write the reference's title (the page file name is made from it)"
+        if field == "url": return "write the URL as a string starting with http:// or https://"
+        if field == "archive_url": return 'write the archive URL as a string, or ""'
+        return ""
+
 # %% ../../nbs/03_wildgraphbench.ipynb #bdb5d93f
+UNRESOLVED_COLUMNS = ["file", "line", "domain", "question_id", "position", "ref_url", "reason"]
+
+
 class WildGraphBench:
-    "WildGraphBench: per-domain corpora of reference pages and the questions over them."
+    "WildGraphBench: per-domain corpora of reference pages and the questions over them, validated when loaded."
     name = DATASET
 
-    def __init__(self, root=None, domains="all", clean: bool = True, name: str = DATASET):
+    def __init__(self, root=None, domains="all", clean: bool = True, name: str = DATASET, unresolved_refs: str = "warn"):
         self.root = resolve_root(root)
         if domains in (None, "all"): domains = DOMAINS
         if isinstance(domains, str): domains = [domains]
         bad = [d for d in domains if d not in DOMAINS]
         if bad: raise ConfigError(f"unknown WildGraphBench domain(s) {bad}; known: {', '.join(DOMAINS)}")
+        if not domains: raise ConfigError(f"dataset.domains is empty: name at least one domain, or dataset.domains=all")
+        if unresolved_refs not in UNRESOLVED_POLICIES:
+            raise ConfigError(f"dataset.unresolved_refs={unresolved_refs!r}: expected one of {', '.join(UNRESOLVED_POLICIES)} "
+                              f"(dataset.unresolved_refs=warn loads and warns, =fail stops)")
         self.domains = list(domains)
         self.clean = clean
+        self.unresolved_refs = unresolved_refs
         self._corpora: dict[str, Corpus] = {}
+        self._load()  # every file is read and checked now, before any retrieval work
 
     def topic_dir(self, domain: str) -> Path:
-        ds = [p for p in (self.root / "corpus" / domain).iterdir() if p.is_dir()]
-        if len(ds) != 1: raise ConfigError(f"{self.root/'corpus'/domain}: expected one topic folder, found {len(ds)}")
+        d = self.root / "corpus" / domain
+        ds = [p for p in d.iterdir() if p.is_dir()] if d.is_dir() else []
+        if len(ds) != 1: raise ConfigError(f"{d}: expected one topic folder, found {len(ds)}")
         return ds[0]
 
     # ---- pages -------------------------------------------------------------------------------
@@ -99,71 +212,123 @@ class WildGraphBench:
             self._corpora[domain] = Corpus(f"{self.name}/{domain}", docs)
         return self._corpora[domain]
 
-    # ---- questions and their references --------------------------------------------------------
-    def _resolve_domain(self, domain: str):
-        tdir = self.topic_dir(domain)
+    # ---- reading and checking the files ----------------------------------------------------------
+    def _read_domain(self, domain: str) -> tuple[dict, list[Problem]]:
+        "One domain's questions, references and page headers, checked against their schemas; nothing is resolved yet."
+        problems, out = [], {"questions": [], "refs": [], "pages": {}, "headers": collections.defaultdict(list)}
+        qa = self.root / "QA" / domain / "questions.jsonl"
+        elsewhere = f"restore it from the release (fanin data --dest DIR) or leave the domain out (dataset.domains=[...])"
+        if not qa.is_file():
+            problems.append(Problem(str(qa), None, "<file>", MISSING, f"the questions of domain {domain!r}", elsewhere))
+        else:
+            qs, ps = scan_jsonl(qa, QuestionRecord)
+            problems += ps
+            first = {}
+            for n, q in qs:
+                if q.question in first:
+                    problems.append(Problem(str(qa), n, "question", q.question,
+                                            f"a question not already on line {first[q.question]} (ids come from the text: a repeat is counted twice)",
+                                            f"delete line {n} or line {first[q.question]}"))
+                else: first[q.question] = n
+            out["questions"] = [(n, q) for n, q in qs if first[q.question] == n]
+            if not qs and not ps:
+                problems.append(Problem(str(qa), None, "<questions>", [], "at least one question (one JSON object per line)", elsewhere))
+        cdir = self.root / "corpus" / domain
+        topics = sorted(p.name for p in cdir.iterdir() if p.is_dir()) if cdir.is_dir() else []
+        if len(topics) != 1:
+            problems.append(Problem(str(cdir), None, "<topic folder>", topics, "exactly one topic folder: corpus/<domain>/<topic>/", elsewhere))
+            return out, problems
+        tdir = cdir / topics[0]
+        refs = tdir / "references.jsonl"
+        if not refs.is_file():
+            problems.append(Problem(str(refs), None, "<file>", MISSING, "the topic's references (title and url of each cited page)", elsewhere))
+        else:
+            rs, ps = scan_jsonl(refs, ReferenceRecord)
+            problems += ps
+            out["refs"] = [r for _, r in rs]
         pages = self._pages(domain)
+        if not pages:
+            problems.append(Problem(str(tdir / "reference_pages"), None, "reference_pages", [],
+                                    f"at least one page file (*.txt): the retrieval corpus of domain {domain!r}", elsewhere))
+        for fname, path in pages.items():
+            text, p = decode_utf8(path, path.read_bytes())
+            if p: problems.append(p); continue
+            h = text.partition("\n")[0]
+            if h.startswith("# "): out["headers"][h[2:].strip()].append(fname)
+        out["pages"], out["qa"] = pages, qa
+        return out, problems
+
+    def _load(self):
+        "Read and check every file of the selected domains (raising one `DataError` with all problems), then resolve the references."
+        read, problems = {}, []
+        for d in self.domains:
+            read[d], ps = self._read_domain(d)
+            problems += ps
+        if problems: raise DataError(problems)
+        inst, rows, unres = [], [], []
+        for d in self.domains:
+            i, r, u = self._resolve_domain(d, read[d]); inst += i; rows += r; unres += u
+        self._questions = (inst, pd.DataFrame(rows))
+        self.unresolved = pd.DataFrame(unres, columns=UNRESOLVED_COLUMNS)
+        if len(self.unresolved): self._report_unresolved()
+
+    def _report_unresolved(self, shown: int = 3):
+        u = self.unresolved
+        if self.unresolved_refs == "fail":
+            raise DataError([Problem(r.file, int(r.line), f"ref_urls[{r.position}]", r.ref_url,
+                                     "a URL that resolves to a page (listed in the topic's references.jsonl, its page in reference_pages/)",
+                                     f"{r.reason}; add the reference and its page, remove the URL, or load anyway with dataset.unresolved_refs=warn")
+                             for r in u.itertuples()])
+        first = "; ".join(f"{Path(r.file).relative_to(self.root)}:{r.line} {r.ref_url} ({r.reason})" for r in u.head(shown).itertuples())
+        warnings.warn(f"WildGraphBench: {len(u)} of {len(self.resolution)} ref_urls resolve to no page, so {u.question_id.nunique()} "
+                      f"question(s) have a smaller fan-in than they cite; first {min(shown, len(u))}: {first}. The full list is "
+                      f"`bench.unresolved` (and the status=unresolved rows of outputs/data/resolution.csv from `fanin data-report`); "
+                      f"dataset.unresolved_refs=fail stops instead.", DataWarning, stacklevel=4)
+
+    # ---- questions and their references --------------------------------------------------------
+    def _resolve_domain(self, domain: str, data: dict):
+        pages, headers, refs = data["pages"], data["headers"], data["refs"]
         lower = {n.lower(): n for n in pages}
-        headers = collections.defaultdict(list)
-        for n, p in pages.items():
-            with open(p, encoding="utf-8", errors="replace") as f: h = f.readline()
-            if h.startswith("# "): headers[h[2:].strip()].append(n)
-        refs = [json.loads(l) for l in open(tdir / "references.jsonl", encoding="utf-8") if l.strip()]
         by_url, by_base = collections.defaultdict(list), collections.defaultdict(list)
         for r in refs:
-            by_url[r["url"]].append(r); by_base[r["url"].split("#")[0]].append(r)
+            by_url[r.url].append(r); by_base[r.url.split("#")[0]].append(r)
         # which cited urls share a file name with a different reference url
         fname_urls = collections.defaultdict(set)
-        for r in refs: fname_urls[page_file_name(r["title"])].add(r["url"])
+        for r in refs: fname_urls[page_file_name(r.title)].add(r.url)
 
-        instances, rows = [], []
-        qa = self.root / "QA" / domain / "questions.jsonl"
-        for lineno, line in enumerate(open(qa, encoding="utf-8"), start=1):
-            if not line.strip(): continue
-            try: q = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{qa}, line {lineno}: not valid JSON ({e.msg}); the data copy is damaged, fetch it again") from None
-            for field in ("question", "question_type", "ref_urls"):
-                if field not in q:
-                    raise ConfigError(f"{qa}, line {lineno}: field '{field}' is missing; expected every WildGraphBench question to have it")
-            qt = q["question_type"][0] if isinstance(q["question_type"], list) else q["question_type"]
-            if qt not in QTYPES:
-                raise ConfigError(f"{qa}, line {lineno}: field 'question_type' = {q['question_type']!r}: expected one of {sorted(QTYPES)}")
-            qid = question_id(domain, q["question"])
+        instances, rows, unres, detail = [], [], [], []
+        for lineno, q in data["questions"]:
+            qid = question_id(domain, q.question)
             gold, unresolved = [], []
-            for url in q["ref_urls"]:
+            for pos, url in enumerate(q.ref_urls):
                 how, rs = "url", by_url.get(url)
                 if not rs: how, rs = "url_without_fragment", by_base.get(url.split("#")[0])
                 files, file_how = [], []
                 for r in rs or []:
-                    fn = page_file_name(r["title"])
+                    fn = page_file_name(r.title)
                     if fn in pages: files.append(fn); file_how.append("file_name")
                     elif fn.lower() in lower: files.append(lower[fn.lower()]); file_how.append("file_name_case_insensitive")
-                    elif headers.get(r["title"].strip()): files.append(headers[r["title"].strip()][0]); file_how.append("title_header")
+                    elif headers.get(r.title.strip()): files.append(headers[r.title.strip()][0]); file_how.append("title_header")
                 files = list(dict.fromkeys(files))
                 doc_ids = [f"{domain}/{f[:-4]}" for f in files]
-                shared = any(len(fname_urls[page_file_name(r["title"])]) > 1 for r in rs or [])
+                shared = any(len(fname_urls[page_file_name(r.title)]) > 1 for r in rs or [])
                 rows.append({"domain": domain, "question_id": qid, "ref_url": url,
                              "status": "resolved" if doc_ids else "unresolved",
                              "url_match": how if rs else "none", "file_match": "+".join(sorted(set(file_how))) or "none",
                              "n_pages": len(doc_ids), "ambiguous": len(doc_ids) > 1, "shared_file_name": shared,
                              "doc_ids": "|".join(doc_ids)})
-                if doc_ids: gold.extend(doc_ids)
-                else: unresolved.append(url)
+                if doc_ids: gold.extend(doc_ids); continue
+                unresolved.append(url)
+                reason = ("not among the urls of references.jsonl (nor without its #fragment)" if not rs else
+                          f"references.jsonl names it {rs[0].title!r}, but reference_pages/ has no page {page_file_name(rs[0].title)!r}")
+                unres.append({"file": str(data["qa"]), "line": lineno, "domain": domain, "question_id": qid, "ref_url": url,
+                              "reason": reason, "position": pos})
             gold = list(dict.fromkeys(gold))
-            qtype = QTYPES[qt]
             instances.append(Instance(
-                id=qid, dataset=self.name, domain=domain, query=q["question"], qtype=qtype,
-                answer=q.get("answer"), gold_docs=gold, gold_statements=[s for s in q.get("gold_statements") or [] if s],
-                fan_in=len(gold), meta={"ref_urls": q["ref_urls"], "unresolved_refs": unresolved, "line": lineno}))
-        return instances, rows
-
-    @cached_property
-    def _questions(self):
-        inst, rows = [], []
-        for d in self.domains:
-            i, r = self._resolve_domain(d); inst += i; rows += r
-        return inst, pd.DataFrame(rows)
+                id=qid, dataset=self.name, domain=domain, query=q.question, qtype=q.qtype,
+                answer=q.answer, gold_docs=gold, gold_statements=[s for s in q.gold_statements or [] if s],
+                fan_in=len(gold), meta={"ref_urls": list(q.ref_urls), "unresolved_refs": unresolved, "line": lineno}))
+        return instances, rows, unres
 
     def instances(self, domain: str | None = None) -> list[Instance]:
         "All questions (of one domain if given)."
