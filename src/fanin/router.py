@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import hashlib
-import pickle
+import json
 import re
 from pathlib import Path
 
@@ -60,6 +60,27 @@ class FanInClassifier:
         X = hstack([self.vec.transform(questions), shape_features(questions)]).tocsr()
         return self.model.predict_proba(X)[:, 1]
 
+    def to_dict(self) -> dict:
+        "The fitted classifier as plain data (no pickle): TF-IDF terms in column order and idf, the regression's coefficients."
+        v, m = self.vec, self.model
+        return {"C": self.C, "seed": self.seed,
+                "tfidf": {"ngram_range": list(v.ngram_range), "min_df": v.min_df, "sublinear_tf": v.sublinear_tf,
+                          "terms": sorted(v.vocabulary_, key=v.vocabulary_.get), "idf": v.idf_.tolist()},
+                "classes": m.classes_.tolist(), "coef": m.coef_.tolist(), "intercept": m.intercept_.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FanInClassifier":
+        "The classifier `to_dict` describes, predicting exactly as the fitted one (JSON keeps every float exactly)."
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+        clf, t = cls(C=d["C"], seed=d["seed"]), d["tfidf"]
+        clf.vec = TfidfVectorizer(ngram_range=tuple(t["ngram_range"]), min_df=t["min_df"], sublinear_tf=t["sublinear_tf"], vocabulary=t["terms"])
+        clf.vec.idf_ = np.asarray(t["idf"], dtype=np.float64)
+        clf.model = LogisticRegression(C=clf.C, class_weight="balanced", max_iter=2000, random_state=clf.seed)
+        clf.model.classes_ = np.asarray(d["classes"])
+        clf.model.coef_, clf.model.intercept_ = np.asarray(d["coef"], dtype=np.float64), np.asarray(d["intercept"], dtype=np.float64)
+        return clf
+
 # %% ../../nbs/22_router.ipynb #e4eb466a
 def llm_fan_in(llm, question: str, prompt: str = "fanin_estimate", system: str = "router") -> int:
     "The LLM's estimate of how many source documents a question needs (raises LLMError when it cannot say)."
@@ -82,6 +103,7 @@ def train_dataset_node(dataset, domains="all", root=None):
 class RouterSystem(System):
     "Fine-grained retrieval for predicted single-source questions, coarse-to-fine for the others."
     name = "router"
+    index_format = 2  # 1: classifier.pkl (pickle); 2: classifier.json (FanInClassifier.to_dict)
 
     def __init__(self, fine, coarse, dataset, name="router", estimator: str = "classifier", coarse_k: int = 10, widen: int = 20,
                  train_share: float = 0.5, train_domains="all", train_root: str | None = None, seed: int = 0,
@@ -114,15 +136,16 @@ class RouterSystem(System):
         fine.index(corpus, folder / "fine" if folder else None)
         coarse.index(corpus, folder / "coarse" if folder else None)
         self.clf, n_train = self._train() if self.estimator == "classifier" else (None, 0)
-        if folder is not None:
-            with open(folder / "classifier.pkl", "wb") as f: pickle.dump(self.clf, f)
+        if folder is not None and self.clf is not None:
+            (folder / "classifier.json").write_text(json.dumps(self.clf.to_dict()))
         return {"fine": fine.stats(), "coarse": coarse.stats(), "estimator": self.estimator, "train_questions": n_train}
 
     def _load(self, folder):
         fine, coarse = self._components()
         fine.index(self.corpus, folder / "fine")
         coarse.index(self.corpus, folder / "coarse")
-        with open(folder / "classifier.pkl", "rb") as f: self.clf = pickle.load(f)
+        f = folder / "classifier.json"
+        self.clf = FanInClassifier.from_dict(json.loads(f.read_text())) if f.exists() else None
 
     def p_multi(self, query: str) -> float:
         if self.estimator == "classifier": return float(self.clf.predict_proba([query])[0])

@@ -5,9 +5,9 @@
 # %% ../../nbs/05_systems.ipynb #8e548ad7
 from __future__ import annotations
 
+import gzip
 import json
 import os
-import pickle
 import shutil
 import time
 from dataclasses import dataclass
@@ -19,8 +19,9 @@ from .schema import Corpus, Instance, Unit
 from .text import chunk_spans, lexical_tokens
 
 # %% auto #0
-__all__ = ['dir_bytes', 'System', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k', 'BM25System', 'DenseSystem',
-           'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
+__all__ = ['dir_bytes', 'write_json', 'read_json', 'System', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k',
+           'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System', 'DenseSystem', 'LongContextSystem',
+           'OracleSystem', 'ClosedBookSystem']
 
 # %% ../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -30,9 +31,23 @@ def dir_bytes(path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
 
 
+def write_json(path, obj):
+    "Write `obj` as compact JSON, gzip-compressed when `path` ends in `.gz`."
+    path, data = Path(path), json.dumps(obj, separators=(",", ":")).encode()
+    path.write_bytes(gzip.compress(data, compresslevel=5, mtime=0) if path.suffix == ".gz" else data)
+
+
+def read_json(path):
+    "Read what `write_json` wrote."
+    path = Path(path)
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
+
 class System:
     "Base class: `index` a corpus (building into a store folder, or loading a finished one), then `retrieve`."
     name = "system"
+    index_format = 1  # the version of what `_build` writes (recorded in index.json); a store of an older version is rebuilt
 
     def __init__(self, name: str | None = None):
         if name: self.name = name
@@ -56,14 +71,22 @@ class System:
         self.store = store
         meta_f = store / "index.json"
         if meta_f.exists():
-            self._load(store)
-            self._stats = {**json.loads(meta_f.read_text()), "loaded": True, "load_seconds": time.perf_counter() - t0}
-            return self
+            meta = json.loads(meta_f.read_text())
+            fmt = meta.get("format", 1)
+            if fmt == self.index_format:
+                self._load(store)
+                self._stats = {**meta, "loaded": True, "load_seconds": time.perf_counter() - t0}
+                return self
+            if not isinstance(fmt, int) or fmt > self.index_format:
+                raise RuntimeError(f"{self.name}: index at {store} has format {fmt!r}, which this code ({self.index_format}) cannot read: "
+                                   f"rebuild: delete {store}")
+            # never open the old files (format 1 held pickles): build afresh, replacing the folder
+            print(f"{self.name}: index at {store} is in an old format (format {fmt}: pickle); rebuilding as format {self.index_format}")
         tmp = store.with_name(store.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         info = self._build(corpus, tmp)
-        meta = {"system": self.name, "corpus": corpus.name, "corpus_docs": len(corpus),
+        meta = {"system": self.name, "format": self.index_format, "corpus": corpus.name, "corpus_docs": len(corpus),
                 "index_seconds": round(time.perf_counter() - t0, 4), **info}
         meta["index_bytes"] = dir_bytes(tmp)
         (tmp / "index.json").write_text(json.dumps(meta, indent=1))
@@ -117,7 +140,7 @@ class ChunkedSystem(System):
         (folder / "chunk_docs.json").write_text(json.dumps([c.doc_id for c in self.chunks]))
 
     def _load_chunks(self, folder: Path):
-        spans = np.load(folder / "chunks.npy")
+        spans = np.load(folder / "chunks.npy", allow_pickle=False)
         docs = json.loads((folder / "chunk_docs.json").read_text())
         self.chunks = [Chunk(d, int(a), int(b)) for d, (a, b) in zip(docs, spans)]
 
@@ -132,9 +155,26 @@ def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, scores[idx]
 
 # %% ../../nbs/05_systems.ipynb #afc472a1
+def bm25_from_tokens(tokens: list[list[str]], k1: float = 1.5, b: float = 0.75):
+    "rank-bm25's Okapi BM25 over tokenised units (None when there are none): built the same way at index and at load time."
+    from rank_bm25 import BM25Okapi
+    return BM25Okapi(tokens, k1=k1, b=b) if tokens else None
+
+
+def save_bm25(path, tokens: list[list[str]], k1: float = 1.5, b: float = 0.75):
+    "A BM25 index as data: the tokenised units and the parameters (gzip JSON); `load_bm25` rebuilds the same scorer from it."
+    write_json(path, {"k1": k1, "b": b, "tokens": tokens})
+
+
+def load_bm25(path):
+    d = read_json(path)
+    return bm25_from_tokens(d["tokens"], d["k1"], d["b"])
+
+
 class BM25System(ChunkedSystem):
     "Okapi BM25 (rank-bm25) over chunks."
     name = "bm25"
+    index_format = 2  # 1: bm25.pkl (a pickled BM25Okapi); 2: bm25_tokens.json.gz
 
     def __init__(self, name="bm25", chunk_tokens=1200, chunk_overlap=100, k1=1.5, b=0.75):
         super().__init__(name, chunk_tokens, chunk_overlap)
@@ -142,18 +182,17 @@ class BM25System(ChunkedSystem):
         self.bm25 = None
 
     def _build(self, corpus, folder):
-        from rank_bm25 import BM25Okapi
         self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
         toks = [lexical_tokens(corpus[c.doc_id].text[c.start:c.end]) for c in self.chunks]
-        self.bm25 = BM25Okapi(toks, k1=self.k1, b=self.b) if toks else None
+        self.bm25 = bm25_from_tokens(toks, self.k1, self.b)
         if folder is not None:
             self._save_chunks(folder)
-            with open(folder / "bm25.pkl", "wb") as f: pickle.dump(self.bm25, f, protocol=pickle.HIGHEST_PROTOCOL)
+            save_bm25(folder / "bm25_tokens.json.gz", toks, self.k1, self.b)
         return {"n_units": len(self.chunks), "vocabulary": len(self.bm25.idf) if self.bm25 else 0}
 
     def _load(self, folder):
         self._load_chunks(folder)
-        with open(folder / "bm25.pkl", "rb") as f: self.bm25 = pickle.load(f)
+        self.bm25 = load_bm25(folder / "bm25_tokens.json.gz")
 
     def retrieve(self, query, k, instance=None):
         self._need_index()
@@ -211,7 +250,7 @@ class DenseSystem(ChunkedSystem):
     def _load(self, folder):
         import faiss
         self._load_chunks(folder)
-        self.window_owner = np.load(folder / "window_owner.npy")
+        self.window_owner = np.load(folder / "window_owner.npy", allow_pickle=False)
         self.faiss_index = faiss.read_index(str(folder / "windows.faiss"))
 
     def retrieve(self, query, k, instance=None):
