@@ -1,13 +1,24 @@
 """A small OpenAI-compatible stand-in server on loopback, for behaviour no local llama.cpp server has: a reasoning model's
 parameter rules (HTTP 400 on `temperature` and `max_tokens`, naming `max_completion_tokens`), a server that answers
 `json_schema` with HTTP 500 (as llama-cpp-python does), and malformed 200 replies (no choices, null content, an HTML body,
-an answer cut at the token budget). Every request it receives is kept in `requests`."""
+an answer cut at the token budget). `/v1/embeddings` answers with `embed(text)` per input (hashed words, 384 dims, by default).
+Every request it receives is kept in `requests`."""
 from __future__ import annotations
 
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
+
+
+def hashed_embedding(text: str, dim: int = 384) -> list[float]:
+    "A deterministic bag-of-words vector (each lower-cased word hashed to a coordinate), unit length: shared words mean similar vectors."
+    import hashlib, math, re
+    v = [0.0] * dim
+    for w in re.findall(r"[a-z0-9]+", text.lower()):
+        v[int(hashlib.md5(w.encode()).hexdigest(), 16) % dim] += 1.0
+    n = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / n for x in v]
 
 
 def _default_reply(body: dict) -> str:
@@ -25,9 +36,10 @@ class StandIn:
     reply: body -> reply text."""
 
     def __init__(self, model: str = "standin-1", reasoning: bool = False, no_json_schema: bool = False,
-                 fault: str | None = None, reply: Callable[[dict], str] = _default_reply, list_models: bool = True):
+                 fault: str | None = None, reply: Callable[[dict], str] = _default_reply, list_models: bool = True,
+                 embed: Callable[[str], list[float]] = hashed_embedding):
         self.model, self.reasoning, self.no_json_schema, self.fault = model, reasoning, no_json_schema, fault
-        self.reply, self.list_models = reply, list_models
+        self.reply, self.list_models, self.embed = reply, list_models, embed
         self.requests: list[dict] = []
         outer = self
 
@@ -51,6 +63,11 @@ class StandIn:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 outer.requests.append(body)
+                if self.path.endswith("/embeddings"):  # any model name; `embed` makes the vectors (hashed words by default)
+                    texts = body.get("input")
+                    texts = [texts] if isinstance(texts, str) else list(texts or [])
+                    return self._send(200, {"object": "list", "model": body.get("model", ""), "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                                            "data": [{"object": "embedding", "index": i, "embedding": outer.embed(t)} for i, t in enumerate(texts)]})
                 if not self.path.endswith("/chat/completions"): return self._send(404, {"error": {"message": "no route"}})
                 if body.get("model") != outer.model:
                     return self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist", "type": "invalid_request_error"}})
@@ -81,6 +98,7 @@ class StandIn:
     def base_url(self) -> str: return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def chats(self) -> list[dict]: return [r for r in self.requests if "messages" in r]
+    def embeddings(self) -> list[dict]: return [r for r in self.requests if "input" in r]
 
     def __enter__(self):
         self.thread.start()
