@@ -1,6 +1,8 @@
 """Peers (fanin.peers): real packages in their own pinned environments, driven as JSONL subprocesses. An environment that cannot be
 built is reported with pip's words and the peer's name; nano-graphrag runs end to end on the tiny fixture corpus against a loopback
-OpenAI-compatible stand-in (canned replies its extraction prompts parse), and every unit it returns maps to a corpus document."""
+OpenAI-compatible stand-in (canned replies its extraction prompts parse), and every unit it returns maps to a corpus document;
+so does LightRAG, in all five of its modes, and a reopened index (a fresh adapter process) returns the same evidence."""
+import gzip
 import json
 import re
 import urllib.request
@@ -47,6 +49,10 @@ def test_the_repository_locks_pin_the_peer():
     lk = read_lock("nano_graphrag")
     assert (lk.package, lk.version, lk.python) == ("nano-graphrag", "0.0.8.2", "3.11")
     assert "nano-graphrag==0.0.8.2" in lk.requirements and "openai" in {r.split("==")[0] for r in lk.requirements}
+    lk = read_lock("lightrag")
+    assert (lk.package, lk.version, lk.python) == ("lightrag-hku", "1.5.7", "3.11")
+    assert "lightrag-hku==1.5.7" in lk.requirements and "openai" in {r.split("==")[0] for r in lk.requirements}
+    assert (lk.path.parent / "adapter.py").exists()
 
 
 # ---- nano-graphrag end to end -----------------------------------------------------------------------------------------
@@ -88,16 +94,23 @@ def pypi_unreachable() -> str | None:
         return f"{type(e).__name__}: {e}"
 
 
-@pytest.fixture(scope="module")
-def nano_env():
-    "The nano-graphrag environment (built once under outputs/peers/envs/, reused by later runs); PyPI is needed only to build it."
-    lk = read_lock("nano_graphrag")
-    built = (default_envs() / f"nano_graphrag-{lk.sha}" / ENV_MARKER).exists()
+def built_env(name: str):
+    "A peer's environment (built once under outputs/peers/envs/, reused by later runs); PyPI is needed only to build it."
+    lk = read_lock(name)
+    built = (default_envs() / f"{name}-{lk.sha}" / ENV_MARKER).exists()
     have_tk = all((default_envs().parent / "tiktoken" / f).exists() for f in TIKTOKEN_FILES)
     if not (built and have_tk):
         why = pypi_unreachable()
-        if why: pytest.skip(f"the nano-graphrag environment is not built and PyPI is unreachable ({why}): it cannot be built here")
-    return peer_env("nano_graphrag")
+        if why: pytest.skip(f"the {name} environment is not built and PyPI is unreachable ({why}): it cannot be built here")
+    return peer_env(name)
+
+
+@pytest.fixture(scope="module")
+def nano_env(): return built_env("nano_graphrag")
+
+
+@pytest.fixture(scope="module")
+def lightrag_env(): return built_env("lightrag")
 
 
 def test_nano_graphrag_end_to_end(nano_env, tmp_path):
@@ -158,3 +171,137 @@ def test_nano_graphrag_end_to_end(nano_env, tmp_path):
                     assert [(u.doc_id, u.text) for u in got] == [(u.doc_id, u.text) for u in units]  # reloaded: the same evidence
             finally:
                 sysm.close()
+
+
+# ---- LightRAG end to end ------------------------------------------------------------------------------------------------
+def names_in(text: str) -> list[str]:
+    "Capitalised phrases of a text (stop words dropped), in order, once each: the stand-in's 'entities'."
+    out = []
+    for m in re.findall(r"\b[A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*", text):
+        n = " ".join(w for w in m.split() if w not in STOP)
+        if len(n) > 2 and n not in out: out.append(n)
+    return out
+
+
+def lightrag_reply(body: dict) -> str:
+    """Canned, deterministic replies to lightrag-hku 1.5.7's prompts (lightrag/prompt.py): entity extraction in its delimiter
+    format (`entity<|#|>name<|#|>type<|#|>description` and `relation<|#|>src<|#|>tgt<|#|>keywords<|#|>description` rows, one a
+    line, then `<|COMPLETE|>`), the gleaning follow-up (nothing more), and keyword extraction (JSON: the query's capitalised phrases
+    as both high- and low-level keywords)."""
+    msgs = body.get("messages", [])
+    last = msgs[-1]["content"] if msgs else ""
+    everything = "\n".join(m["content"] for m in msgs if isinstance(m.get("content"), str))
+    if "---Input Text---" in last:
+        names = names_in(last.split("---Input Text---")[-1].split("```")[1])[:8]
+        rows = [f"entity<|#|>{n}<|#|>Event<|#|>{n} appears in the text." for n in names]
+        rows += [f"relation<|#|>{a}<|#|>{b}<|#|>{a}, {b}<|#|>{a} and {b} are mentioned together." for a, b in zip(names, names[1:])]
+        return "\n".join(rows + ["<|COMPLETE|>"])
+    if "Based on the last extraction task" in last: return "<|COMPLETE|>"
+    if "expert keyword extractor" in everything:
+        names = names_in(everything.split("User Query:")[-1].split("---Output---")[0]) or ["event"]
+        return json.dumps({"high_level_keywords": names[:3], "low_level_keywords": names})
+    return "Stand-in answer."
+
+
+def test_lightrag_end_to_end(lightrag_env, tmp_path):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fixture's one deliberately unresolved reference
+        corpus = WildGraphBench(FIXTURE, domains=["nature"]).corpus("nature")
+    store, q = tmp_path / "store", "Typhoon Saola brought torrential rain to Taiwan in August 2012"
+    saola = "nature/Typhoon Saola hits Taiwan"
+    with StandIn(model="standin-lightrag", reply=lightrag_reply) as s:
+        gw = Endpoint(s.base_url, "peer-token")
+        mix = PeerSystem("lightrag", mode="mix", gateway=gw, chat_model=s.model, embedding_dim=384)
+        first = {}
+        try:
+            mix.index(corpus, store)
+            meta = json.loads((store / "index.json").read_text())
+            assert (meta["package"], meta["version"]) == ("lightrag-hku", "1.5.7") and meta["env_setup_seconds"] > 0
+            p = meta["peer"]
+            assert p["n_chunks"] == len(corpus) and p["n_entities"] > 0 and p["n_relations"] > 0
+            assert p["failed_docs"] == 0 and p["docs_without_chunks"] == 0 and p["chunks_without_doc"] == 0
+            # every chunk records its lab document id (inserted with ids=[lab id]); file paths carry it too
+            chunks = json.loads((store / "peer" / "kv_store_text_chunks.json").read_text())
+            assert {c["full_doc_id"] for c in chunks.values()} == set(corpus.ids)
+            assert all(c["file_path"] == c["full_doc_id"].replace("/", " | ") for c in chunks.values())
+            index_chats = len(s.chats())
+            assert index_chats > 0 and s.embeddings()
+            assert all(r["model"] == s.model for r in s.chats())  # the configured model, and no request of LightRAG's own cache
+
+            for mode in ("naive", "local", "global", "hybrid", "mix"):
+                mix.mode = mode
+                units = mix.retrieve(q, 5)
+                assert units and [u.rank for u in units] == list(range(1, len(units) + 1)), mode
+                for u in units:  # every unit maps to corpus documents
+                    assert u.doc_id in corpus and all(d in corpus for d in u.meta.get("doc_ids", [u.doc_id])), (mode, u)
+                kinds = {u.meta["kind"] for u in units}
+                assert kinds == {"chunk"} if mode == "naive" else {"entity", "relationship", "chunk"} <= kinds, (mode, kinds)
+                assert any(u.meta["kind"] == "chunk" and u.doc_id == saola and u.text == corpus[saola].text.strip() for u in units), mode
+                first[mode] = [(u.doc_id, u.meta["kind"], u.text) for u in units]
+            assert mix.stats()["unmapped_units"] == 0 and mix.stats()["queries"] == 5
+            # the units are what the package itself would read: its own context text (only_need_context=True) holds every one
+            ctx = mix.proc.call({"op": "query", "query": q, "k": 5, "top_k": 5, "mode": "mix", "context": True})["context"]
+            for doc, kind, text in first["mix"]:
+                probe = text.split(": ", 1)[-1] if kind != "chunk" else text
+                assert json.dumps(probe[:40], ensure_ascii=False)[1:-1] in ctx, (kind, probe[:60])
+        finally:
+            mix.close()
+
+        # the same index, reopened by a fresh adapter process: the same evidence, and nothing is re-extracted
+        chats = len(s.chats())
+        for mode in ("mix", "naive", "global"):
+            again = PeerSystem("lightrag", mode=mode, gateway=gw, chat_model=s.model, embedding_dim=384)
+            try:
+                again.index(corpus, store)
+                assert again.stats()["loaded"]
+                got = again.retrieve(q, 5)
+                assert [(u.doc_id, u.meta["kind"], u.text) for u in got] == first[mode], mode
+                assert again.stats()["unmapped_units"] == 0
+            finally:
+                again.close()
+        assert not any("---Input Text---" in r["messages"][-1]["content"] for r in s.chats()[chats:])
+
+
+# ---- through the pipeline: the gateway over the run's LLM, and a rebuild replayed from the lab's cache ----------------------
+@pytest.mark.filterwarnings("ignore:WildGraphBench")
+@pytest.mark.parametrize("peer", ["nano_graphrag", "lightrag"])
+def test_a_peer_through_the_pipeline_replays_its_build_from_the_lab_cache(peer, tmp_path):
+    """`fanin run system=<peer>` with the run's LLM pointed at the stand-in: PeerSystem starts the lab's gateway over that LLM
+    (and the lab's embedder), so the peer's calls land in the lab's LLM cache and ledger. The same build in a fresh outputs folder
+    that shares only the LLM cache makes no call to the model server at all."""
+    from fanin.cli import main
+    from fanin.config import resolve_path
+
+    def run(outputs, extra=()):
+        ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={outputs}", "progress=false",
+              "experiment_name=test", f"system={peer}", "llm=vllm", f"llm.base_url={s.base_url}", f"llm.model={s.model}",
+              f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1", *extra]
+        try: main(["run", "--stages", "index,retrieve"] + ov)
+        except SystemExit as e: return e.code
+        return 0
+
+    built_env(peer)
+    reply = nano_reply if peer == "nano_graphrag" else lightrag_reply
+    with StandIn(model=f"standin-{peer}", reply=reply) as s:
+        assert run(tmp_path / "a") == 0
+        n_chats, n_emb = len(s.chats()), len(s.embeddings())
+        assert n_chats > 0 and n_emb == 0  # embeddings come from the lab's embedder, never the model server
+        (meta_path,) = (tmp_path / "a").rglob("index.json")
+        meta = json.loads(meta_path.read_text())
+        assert meta["package"] == read_lock(peer).package and meta["peer"]["n_entities"] > 0
+        (packs,) = (tmp_path / "a").rglob("packs.jsonl.gz")
+        rows = [json.loads(line) for line in gzip.decompress(packs.read_bytes()).decode().splitlines() if line.strip()]
+        docs = set(WildGraphBench(FIXTURE, domains=["nature"]).corpus("nature").ids)
+        assert rows and any(r["units"] for r in rows) and all(u["doc_id"] in docs for r in rows for u in r["units"])
+        (ledger,) = (tmp_path / "a").rglob("ledger.json")
+        led = json.loads(ledger.read_text())
+        assert led["calls"] > 0 and {(r["stage"], r["system"]) for r in led["by_stage_system"]} >= {("index", peer)}
+        # the same build elsewhere, sharing only the LLM cache: every peer call is a cache hit
+        assert run(tmp_path / "b", [f"paths.llm_cache={tmp_path / 'a' / 'llm_cache' / 'llm.sqlite'}"]) == 0
+        assert len(s.chats()) == n_chats and len(s.embeddings()) == 0, "a rebuild from the lab's cache reached the model server"
+        (ledger,) = (tmp_path / "b").rglob("ledger.json")
+        led = json.loads(ledger.read_text())
+        assert led["calls"] == 0 and led["cache_hits"] == led["requests"] > 0 and led["failures"] == 0
+        (meta_b,) = (tmp_path / "b").rglob("index.json")
+        assert json.loads(meta_b.read_text())["peer"]["n_entities"] == meta["peer"]["n_entities"]
