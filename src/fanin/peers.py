@@ -257,7 +257,9 @@ class PeerProcess:
         self._log.close()
 
 # %% ../../nbs/30_peers.ipynb #pe14107a
-PEER_MODES = {"nano_graphrag": ("local", "global", "naive"), "lightrag": ("naive", "local", "global", "hybrid", "mix")}
+PEER_MODES = {"nano_graphrag": ("local", "global", "naive"), "lightrag": ("naive", "local", "global", "hybrid", "mix"),
+              "mem0": ("raw", "infer"),                      # infer=False keeps source passages; infer=True rewrites them into facts
+              "raptor_li": ("collapsed", "tree_traversal")}  # the llama-index RAPTOR pack's two retrieval modes
 
 
 class PeerSystem(System):
