@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fanin.pipeline import run
 from fanin.peers import ENV_MARKER, TIKTOKEN_FILES, Endpoint, PeerEnvError, PeerSystem, default_envs, peer_env, read_lock
 from fanin.wildgraphbench import WildGraphBench
 
@@ -305,3 +306,21 @@ def test_a_peer_through_the_pipeline_replays_its_build_from_the_lab_cache(peer, 
         assert led["calls"] == 0 and led["cache_hits"] == led["requests"] > 0 and led["failures"] == 0
         (meta_b,) = (tmp_path / "b").rglob("index.json")
         assert json.loads(meta_b.read_text())["peer"]["n_entities"] == meta["peer"]["n_entities"]
+
+
+def test_hipporag_stops_before_any_work_saying_why(tmp_path):
+    "HippoRAG 2 needs a CUDA GPU; selecting it says so (and what stands in for it) before any folder is written."
+    from fanin.config import ConfigError
+    from fanin.peers import cuda_available
+    if cuda_available(): pytest.skip("this machine has a CUDA GPU: the CPU-only explanation does not apply")
+    with pytest.raises(ConfigError, match=r"hipporag==2.0.0a4 cannot run on this machine: it needs a CUDA GPU.*system=ppr"):
+        run([f"paths.outputs={tmp_path / 'out'}", "system=hipporag", "dataset.domains=[mathematics]", "progress=false"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_peers_experiment_composes():
+    from fanin.config import check_params, compose
+    from fanin.pipeline import system_configs
+    cfgs = system_configs(["experiment=peers"])
+    assert [c.system.name for c in cfgs] == ["bm25", "community", "nano_graphrag", "lightrag"]
+    for c in cfgs: check_params(c)

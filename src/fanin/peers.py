@@ -84,7 +84,7 @@ def read_lock(name: str, root=None, lock=None) -> Lock:
 # %% auto #0
 __all__ = ['ENV_MARKER', 'TIKTOKEN_WHEEL', 'TIKTOKEN_FILES', 'PEER_MODES', 'PeerEnvError', 'PeerError', 'peers_dir',
            'default_envs', 'Lock', 'read_lock', 'PeerEnv', 'peer_env', 'tiktoken_cache', 'Endpoint', 'PeerProcess',
-           'PeerSystem']
+           'PeerSystem', 'cuda_available', 'unavailable_peer']
 
 # %% ../../nbs/30_peers.ipynb #pe069f77
 @dataclass(frozen=True)
@@ -394,3 +394,22 @@ class PeerSystem(System):
         if self.env is not None:
             out.update({"package": self.env.lock.package, "version": self.env.lock.version, "env_setup_seconds": self.env.setup_seconds})
         return {**out, **self.counts}
+
+# %% ../../nbs/30_peers.ipynb #pe17aa02
+def cuda_available() -> bool:
+    "Whether this machine has an NVIDIA CUDA device (its device node or a working nvidia-smi)."
+    import glob, shutil, subprocess
+    if glob.glob("/dev/nvidia[0-9]*"): return True
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+
+
+def unavailable_peer(peer: str, package: str, needs: str, instead: str | None = None, name: str | None = None, **_):
+    """A peer the lab knows but cannot run here (`configs/system/hipporag.yaml`): selecting it stops before any work and says
+    why, what it needs and what stands in for it."""
+    from fanin.config import ConfigError
+    alt = f"; the lab's `{instead}` system stands in for it here (system={instead})" if instead else ""
+    if not cuda_available():
+        raise ConfigError(f"system={name or peer}: {package} cannot run on this machine: it needs {needs}{alt}")
+    raise ConfigError(f"system={name or peer}: this machine has a CUDA GPU, but the lab has no lock or adapter for {package} yet "
+                      f"(resolve configs/peers/{peer}/requirements.lock here and add an adapter like configs/peers/lightrag/adapter.py){alt}")
