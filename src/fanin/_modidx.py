@@ -484,6 +484,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'fanin.peers.PeerSystem.close': ('peers.html#peersystem.close', 'fanin/peers.py'),
                              'fanin.peers.PeerSystem.retrieve': ('peers.html#peersystem.retrieve', 'fanin/peers.py'),
                              'fanin.peers.PeerSystem.stats': ('peers.html#peersystem.stats', 'fanin/peers.py'),
+                             'fanin.peers._plain': ('peers.html#_plain', 'fanin/peers.py'),
                              'fanin.peers._python_version': ('peers.html#_python_version', 'fanin/peers.py'),
                              'fanin.peers._sha256': ('peers.html#_sha256', 'fanin/peers.py'),
                              'fanin.peers._tail': ('peers.html#_tail', 'fanin/peers.py'),

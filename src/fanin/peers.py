@@ -257,6 +257,12 @@ class PeerProcess:
         self._log.close()
 
 # %% ../../nbs/30_peers.ipynb #pe14107a
+def _plain(options) -> dict:
+    "Options as plain JSON-able data (Hydra hands nested config nodes over as DictConfig)."
+    from omegaconf import DictConfig, OmegaConf
+    return OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options or {})
+
+
 PEER_MODES = {"nano_graphrag": ("local", "global", "naive"), "lightrag": ("naive", "local", "global", "hybrid", "mix"),
               "mem0": ("raw", "infer"),                      # infer=False keeps source passages; infer=True rewrites them into facts
               "raptor_li": ("collapsed", "tree_traversal")}  # the llama-index RAPTOR pack's two retrieval modes
@@ -278,7 +284,7 @@ class PeerSystem(System):
         if modes and mode not in modes: raise ValueError(f"{self.name}: mode must be one of {', '.join(modes)}, not {mode!r}")
         self.peer, self.mode, self.embedder, self.llm, self.gateway, self.cache_path = peer, mode, embedder, llm, gateway, cache_path
         self.chat_model, self.embedding_model, self.embedding_dim, self.top_k = chat_model, embedding_model, embedding_dim, top_k
-        self.max_async, self.options, self.envs, self.root, self.timeout_s, self.progress = max_async, dict(options or {}), envs, root, timeout_s, progress
+        self.max_async, self.options, self.envs, self.root, self.timeout_s, self.progress = max_async, _plain(options), envs, root, timeout_s, progress
         self.env: PeerEnv | None = None
         self.proc: PeerProcess | None = None
         self._own_gateway = None
@@ -349,13 +355,13 @@ class PeerSystem(System):
         start_s = time.perf_counter() - t0 - env_s
         work = Path(folder if folder is not None else tempfile.mkdtemp(prefix=f"{self.name}-")) / "peer"
         t1 = time.perf_counter()
-        r = proc.call({"op": "index", "workdir": str(work), "base_url": self._url("index"), "options": self.options,
+        r = proc.call({"op": "index", "workdir": str(work), "base_url": self._url("index"), "mode": self.mode, "options": self.options,
                        "docs": [{"id": d.id, "title": d.title, "text": d.text} for d in corpus]}, self.timeout_s)
         self.workdir = work
         st = r.get("stats", {})
         return {"package": self.env.lock.package, "version": self.env.lock.version, "mode": self.mode, "lock_sha": self.env.lock.sha,
                 "env_setup_seconds": self.env.setup_seconds, "env_built_now": self.env.built_now, "adapter_start_seconds": round(start_s, 2),
-                "peer_index_seconds": round(time.perf_counter() - t1, 3), "n_units": st.get("n_chunks", 0), "peer": st,
+                "peer_index_seconds": round(time.perf_counter() - t1, 3), "n_units": st.get("n_units", st.get("n_chunks", 0)), "peer": st,
                 **llm_cost(self.llm, before)}
 
     def _load(self, folder):
@@ -381,7 +387,7 @@ class PeerSystem(System):
             self.counts["foreign_doc_ids"] += len(u.get("doc_ids", [])) - len(docs)
             if not docs: unmapped += 1; continue  # counted, reported in stats(); a unit without a document cannot be scored
             meta = {"kind": u.get("kind"), "peer_rank": u.get("rank"), **({"doc_ids": docs} if len(docs) > 1 else {}),
-                    **{m: u[m] for m in ("entity", "community", "analyst", "peer_score", "chunk_order_index") if u.get(m) is not None}}
+                    **{m: u[m] for m in ("entity", "community", "analyst", "peer_score", "chunk_order_index", "level", "node_id") if u.get(m) is not None}}
             units.append(Unit(doc_id=docs[0], text=u["text"], score=float(u.get("score", 0.0)), rank=len(units) + 1, meta=meta))
         self.counts["queries"] += 1
         self.counts["units"] += len(units)
