@@ -19,10 +19,15 @@ import numpy as np
 from .config import compose, instantiate, resolve_path
 
 # %% auto #0
-__all__ = ['BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main', 'bench_reader',
-           'bench_segment', 'bench_evidence']
+__all__ = ['BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main',
+           'bench_reader', 'bench_segment', 'bench_evidence', 'bench_peer', 'format_peer_line', 'peer_error_line',
+           'bench_peer_line', 'bench_peers']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
+# the peers `make bench` runs (`bench_main(peers=...)`): the real packages, each in its own pinned environment (`fanin.peers`)
+BENCH_PEERS = ("nano_graphrag", "lightrag", "mem0", "raptor_li")
+
+
 def peak_rss_mb() -> float:
     "This process's peak resident set size (VmHWM; unlike ru_maxrss it is not inherited across fork/exec)."
     try:
@@ -79,8 +84,10 @@ def bench_embedding(overrides=(), n: int = 256, domain: str = "culture") -> str:
             f"tokens_per_s={toks/dt:.0f} threads={os.cpu_count()}")
 
 
-def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph_domains=()):
-    "Every system on every domain, then the entity-graph systems on their (fewer) domains; each system in its own process."
+def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph_domains=(), peers=BENCH_PEERS,
+               peer_domain: str = "mathematics"):
+    """Every system on every domain, then the entity-graph systems on their (fewer) domains, each system in its own process;
+    then each of `peers` on `peer_domain` (`bench_peers`: one line per peer, an error line for a peer that cannot run)."""
     if one:
         print(json.dumps(bench_one(one[0], one[1], overrides)))
         return
@@ -94,6 +101,7 @@ def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph
             print(f"bench system={s} domain={d} error={r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}", flush=True)
             continue
         print(format_line(json.loads(r.stdout.strip().splitlines()[-1])), flush=True)
+    bench_peers(tuple(peers or ()), peer_domain, overrides)
 
 # %% ../../nbs/10_bench.ipynb #e7b1c2d2
 # one reader line per embedded model: the default SmolLM2-135M, and Qwen2.5-Coder-1.5B when it was fetched (`make models`)
@@ -173,3 +181,83 @@ def bench_evidence(overrides=(), experiment: str = "paper") -> str:
             judge.judge(p, insts[p.instance_id]); n += 1
     dt = time.perf_counter() - t
     return f"bench evidence judge=document runs={len(folders)} packs={n} seconds={dt:.1f} packs_per_s={n / dt:.0f}"
+
+# %% ../../nbs/10_bench.ipynb #bp17cd01
+def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: int | None = None, llm=None) -> dict:
+    """One peer on one domain: its pinned environment (built now, or the recorded first build), a cold index build into a fresh
+    temporary store with `llm` (default: the configured one, started here) behind the lab's gateway, then every question's retrieval."""
+    from fanin.config import k_for
+    from fanin.llm import Ledger
+    from fanin.peers import peer_env
+    from fanin.pipeline import load_dataset, make_llm
+    cfg = compose([f"system={peer}", f"dataset.domains=[{domain}]", "progress=false", *overrides])
+    s = cfg.system
+    env = peer_env(s.get("peer", peer), s.get("root"), s.get("envs"))  # first: an environment that cannot be built costs no LLM start
+    bench = load_dataset(cfg)
+    corpus, insts = bench.corpus(domain), bench.instances(domain)[:n_queries]
+    sysobj = instantiate(s)
+    own = llm is None
+    llm = make_llm(cfg) if own else llm
+    try:
+        if own: llm.__enter__()
+        llm.ledger = Ledger()  # this build's calls only
+        sysobj.llm = llm
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            sysobj.index(corpus, Path(tmp) / "store")
+            index_s = time.perf_counter() - t0
+            st = sysobj.stats()
+            lat = []
+            for inst in insts:
+                t = time.perf_counter()
+                sysobj.retrieve(inst.query, k_for(cfg, inst.qtype), inst)
+                lat.append((time.perf_counter() - t) * 1000)
+    finally:
+        sysobj.close()
+        if own: llm.__exit__(None, None, None)
+    return {"peer": s.name, "domain": domain, "package": env.lock.package, "version": env.lock.version,
+            "env_setup_s": float(env.setup_seconds), "first_time": bool(env.built_now), "index_s": index_s,
+            "llm_requests": int(st.get("llm_requests", 0)), "llm_calls": int(st.get("llm_calls", 0)),
+            "prompt_tokens": int(st.get("llm_prompt_tokens", 0)), "completion_tokens": int(st.get("llm_completion_tokens", 0)),
+            "p50_ms": float(np.percentile(lat, 50)) if lat else float("nan"), "queries": len(lat), "units": st.get("n_units", "")}
+
+
+def format_peer_line(r: dict) -> str:
+    return (f"bench peer={r['peer']} domain={r['domain']} env_setup_s={r['env_setup_s']:.2f} first_time={'yes' if r['first_time'] else 'no'} "
+            f"index_s={r['index_s']:.3f} llm_calls={r['llm_calls']} prompt_tokens={r['prompt_tokens']} "
+            f"completion_tokens={r['completion_tokens']} p50_ms={r['p50_ms']:.3f} llm_requests={r['llm_requests']} "
+            f"queries={r['queries']} units={r['units']} package={r['package']}=={r['version']}")
+
+
+def peer_error_line(peer: str, e: BaseException) -> str:
+    "`bench peer=<name> error=<one line>`: the error's type, its first line and, for a pip failure, pip's last line."
+    lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+    msg = lines[0] if lines else ""
+    if len(lines) > 1 and "pip" in msg: msg += " | " + lines[-1]
+    return f"bench peer={peer} error={type(e).__name__}: {msg[:400]}"
+
+
+def bench_peer_line(peer: str, domain: str = "mathematics", overrides=(), n_queries: int | None = None, llm=None) -> str:
+    "One peer's bench line, or its error line (never raises for a peer's failure)."
+    try: return format_peer_line(bench_peer(peer, domain, overrides, n_queries, llm))
+    except Exception as e: return peer_error_line(peer, e)
+
+
+def bench_peers(peers=BENCH_PEERS, domain: str = "mathematics", overrides=(), n_queries: int | None = None) -> list[str]:
+    "Every peer on `domain`, one line each, printed as it finishes; one LLM (one embedded server) serves them all."
+    from fanin.pipeline import make_llm
+    out = []
+    if not peers: return out
+    try:
+        llm = make_llm(compose([f"dataset.domains=[{domain}]", "progress=false", *overrides]))
+        llm.__enter__()
+    except Exception as e:  # no LLM, no peer: each says why
+        for p in peers: out.append(peer_error_line(p, e)); print(out[-1], flush=True)
+        return out
+    try:
+        for p in peers:
+            out.append(bench_peer_line(p, domain, overrides, n_queries, llm))
+            print(out[-1], flush=True)
+    finally:
+        llm.__exit__(None, None, None)
+    return out

@@ -274,6 +274,8 @@ def main(argv=None):
     b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,dense,long_context,oracle,closed_book")
     b.add_argument("--graph-domains", default="culture"); b.add_argument("--graph-systems", default="graph_retrieve,graal,ppr")
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
+    b.add_argument("--peers", default="nano_graphrag,lightrag,mem0,raptor_li", help="peers benched on --peer-domain ('' = none)")
+    b.add_argument("--peer-domain", default="mathematics")
     args, overrides = p.parse_known_args(argv)
     bad = [o for o in overrides if o.startswith("-")]
     if bad: p.error(f"unknown option(s) {bad}; Hydra overrides look like key=value")
@@ -302,7 +304,8 @@ def main(argv=None):
         elif args.cmd == "bench":
             from fanin.bench import bench_main
             bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one,
-                       graph_systems=[s for s in args.graph_systems.split(",") if s], graph_domains=[d for d in args.graph_domains.split(",") if d])
+                       graph_systems=[s for s in args.graph_systems.split(",") if s], graph_domains=[d for d in args.graph_domains.split(",") if d],
+                       peers=[s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
     except (ConfigError, FileNotFoundError) as e:
         print(f"fanin {args.cmd}: error: {e}", file=sys.stderr)
         sys.exit(2)
