@@ -25,7 +25,7 @@ __all__ = ['BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_l
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
 # the peers `make bench` runs (`bench_main(peers=...)`): the real packages, each in its own pinned environment (`fanin.peers`)
-BENCH_PEERS = ("nano_graphrag", "lightrag", "mem0", "raptor_li")
+BENCH_PEERS = ("nano_graphrag", "lightrag", "mem0", "raptor_li", "ms_graphrag")
 
 
 def peak_rss_mb() -> float:

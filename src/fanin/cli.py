@@ -274,7 +274,7 @@ def main(argv=None):
     b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,dense,long_context,oracle,closed_book")
     b.add_argument("--graph-domains", default="culture"); b.add_argument("--graph-systems", default="graph_retrieve,graal,ppr")
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
-    b.add_argument("--peers", default="nano_graphrag,lightrag,mem0,raptor_li", help="peers benched on --peer-domain ('' = none)")
+    b.add_argument("--peers", default="nano_graphrag,lightrag,mem0,raptor_li,ms_graphrag", help="peers benched on --peer-domain ('' = none)")
     b.add_argument("--peer-domain", default="mathematics")
     args, overrides = p.parse_known_args(argv)
     bad = [o for o in overrides if o.startswith("-")]

@@ -265,7 +265,8 @@ def _plain(options) -> dict:
 
 PEER_MODES = {"nano_graphrag": ("local", "global", "naive"), "lightrag": ("naive", "local", "global", "hybrid", "mix"),
               "mem0": ("raw", "infer"),                      # infer=False keeps source passages; infer=True rewrites them into facts
-              "raptor_li": ("collapsed", "tree_traversal")}  # the llama-index RAPTOR pack's two retrieval modes
+              "raptor_li": ("collapsed", "tree_traversal"),  # the llama-index RAPTOR pack's two retrieval modes
+              "ms_graphrag": ("local", "global")}      # Microsoft GraphRAG's two context builders (no answer call)
 
 
 class PeerSystem(System):
