@@ -97,9 +97,10 @@ def test_bench_peer_lines_and_an_unbuildable_environment(tmp_path, monkeypatch):
         bad, good = bench_peers(("mem0", "nano_graphrag"), "nature", ov)
     assert "\n" not in bad and re.fullmatch(r"bench peer=mem0 error=PeerEnvError: peer 'mem0': .+", bad), bad
     assert "No matching distribution" in bad or "fanin-no-such-peer" in bad
-    m = re.fullmatch(r"bench peer=nano_graphrag domain=nature env_setup_s=(\S+) first_time=(yes|no) index_s=(\S+) llm_calls=(\d+) "
+    m = re.fullmatch(r"bench peer=nano_graphrag domain=nature env_setup_s=(\S+) first_time=(yes|no) index_s=(\S+) model_s=(\S+) llm_calls=(\d+) "
                      r"prompt_tokens=(\d+) completion_tokens=(\d+) p50_ms=(\S+) llm_requests=(\d+) queries=(\d+) units=(\d+) "
                      r"package=nano-graphrag==0\.0\.8\.2", good)
     assert m, good
-    assert m.group(2) == "no" and float(m.group(3)) > 0 and int(m.group(4)) > 0 and int(m.group(5)) > 0
-    assert int(m.group(8)) >= int(m.group(4)) and int(m.group(9)) > 0 and float(m.group(7)) > 0
+    assert m.group(2) == "no" and float(m.group(3)) > 0 and int(m.group(5)) > 0 and int(m.group(6)) > 0
+    assert int(m.group(9)) >= int(m.group(5)) and int(m.group(10)) > 0 and float(m.group(8)) > 0
+    assert 0 < float(m.group(4)) <= float(m.group(3))   # the stand-in's model time, within the build's wall time

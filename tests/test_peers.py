@@ -305,7 +305,11 @@ def test_a_peer_through_the_pipeline_replays_its_build_from_the_lab_cache(peer, 
         led = json.loads(ledger.read_text())
         assert led["calls"] == 0 and led["cache_hits"] == led["requests"] > 0 and led["failures"] == 0
         (meta_b,) = (tmp_path / "b").rglob("index.json")
-        assert json.loads(meta_b.read_text())["peer"]["n_entities"] == meta["peer"]["n_entities"]
+        mb = json.loads(meta_b.read_text())
+        assert mb["peer"]["n_entities"] == meta["peer"]["n_entities"]
+        # the replayed build still reports what a cold one needs: the same tokens, and the model time recorded with each reply
+        assert mb["llm_prompt_tokens"] == meta["llm_prompt_tokens"] > 0
+        assert mb["llm_model_seconds"] == meta["llm_model_seconds"] > 0 and mb["llm_calls"] == 0
 
 
 def test_hipporag_stops_before_any_work_saying_why(tmp_path):
@@ -322,5 +326,8 @@ def test_the_peers_experiment_composes():
     from fanin.config import check_params, compose
     from fanin.pipeline import system_configs
     cfgs = system_configs(["experiment=peers"])
-    assert [c.system.name for c in cfgs] == ["bm25", "community", "nano_graphrag", "lightrag"]
+    assert [c.system.name for c in cfgs] == ["bm25", "community", "raptor", "memory", "mem0", "raptor_li", "nano_graphrag", "lightrag", "ms_graphrag"]
+    from fanin.paradigms import PARADIGMS
+    paired = {s for lab, peers in PARADIGMS.values() for s in (lab, *peers)}
+    assert paired <= {c.system.name for c in cfgs}, "every system a paradigm table pairs is in the experiment"
     for c in cfgs: check_params(c)

@@ -219,12 +219,13 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
             "env_setup_s": float(env.setup_seconds), "first_time": bool(env.built_now), "index_s": index_s,
             "llm_requests": int(st.get("llm_requests", 0)), "llm_calls": int(st.get("llm_calls", 0)),
             "prompt_tokens": int(st.get("llm_prompt_tokens", 0)), "completion_tokens": int(st.get("llm_completion_tokens", 0)),
+            "model_s": float(st.get("llm_model_seconds", 0.0)),
             "p50_ms": float(np.percentile(lat, 50)) if lat else float("nan"), "queries": len(lat), "units": st.get("n_units", "")}
 
 
 def format_peer_line(r: dict) -> str:
     return (f"bench peer={r['peer']} domain={r['domain']} env_setup_s={r['env_setup_s']:.2f} first_time={'yes' if r['first_time'] else 'no'} "
-            f"index_s={r['index_s']:.3f} llm_calls={r['llm_calls']} prompt_tokens={r['prompt_tokens']} "
+            f"index_s={r['index_s']:.3f} model_s={r.get('model_s', 0.0):.1f} llm_calls={r['llm_calls']} prompt_tokens={r['prompt_tokens']} "
             f"completion_tokens={r['completion_tokens']} p50_ms={r['p50_ms']:.3f} llm_requests={r['llm_requests']} "
             f"queries={r['queries']} units={r['units']} package={r['package']}=={r['version']}")
 

@@ -18,8 +18,8 @@ from .pipeline import StageFailed
 
 # %% auto #0
 __all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'sweep_overrides',
-           'topk_frame', 'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_routing',
-           'cmd_sweep', 'cmd_judge_check', 'main']
+           'topk_frame', 'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_paradigms',
+           'cmd_routing', 'cmd_sweep', 'cmd_judge_check', 'main']
 
 # %% ../../nbs/09_cli.ipynb #772bd763
 def table_name(cfg) -> str:
@@ -191,6 +191,19 @@ def cmd_costs(overrides):
     print(t.to_string(index=False))
 
 
+def cmd_paradigms(overrides):
+    "The lab's re-implementations beside the real packages, one table per paradigm, and what the packs are made of."
+    from fanin.paradigms import paradigm_table, paradigm_tables
+    cfg = compose(overrides)
+    folders = _finished_runs(overrides)
+    paths = paradigm_tables(folders, table_name(cfg), cfg.fan_in_bins, resolve_path(cfg.paths.outputs) / "tables")
+    t = paradigm_table(folders, cfg.fan_in_bins)
+    cols = ["paradigm", "system", "package", "mode", "fan_in_bin", "questions", "er", "ep", "pack_units", "pack_chars",
+            "retrieve_p50_ms", "index_seconds", "index_llm_requests", "index_prompt_tokens", "unmapped_units", "status"]
+    print(t[[c for c in cols if c in t]].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    for p in paths.values(): print(f"table: {p}")
+
+
 def cmd_routing(overrides):
     from fanin.router import run_routing
     for k, t in run_routing(overrides).items(): print(f"# {k}\n{t.to_string(index=False)}")
@@ -258,6 +271,7 @@ def main(argv=None):
                     ("report", "figures and outputs/report.md"), ("sweep", "top-k sweep with papermill"),
                     ("graal-table1", "GRAAL Table 1 (entity_mention, graph_retrieve, graal) on the multi-fact claims (outputs/tables/graal_table1.csv)"),
                     ("costs", "index / LLM / latency costs and graph statistics of an experiment's runs (outputs/tables/<name>_costs.csv)"),
+                    ("paradigms", "the lab's re-implementations beside the real packages by fan-in bin, and pack composition (outputs/tables/<name>_paradigm_*.csv)"),
                     ("routing", "fan-in estimators (classifier vs LLM), routing accuracy, router vs its components (outputs/tables/<name>_routing_*.csv)")]:
         sub.add_parser(name, help=h)
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
@@ -300,6 +314,7 @@ def main(argv=None):
         elif args.cmd == "sweep": cmd_sweep(overrides)
         elif args.cmd == "graal-table1": cmd_graal_table1(overrides)
         elif args.cmd == "costs": cmd_costs(overrides)
+        elif args.cmd == "paradigms": cmd_paradigms(overrides)
         elif args.cmd == "routing": cmd_routing(overrides)
         elif args.cmd == "bench":
             from fanin.bench import bench_main

@@ -273,7 +273,8 @@ def _domain_of(iid: str, domains: dict[str, str], known) -> str:
 
 
 INDEX_COST_KEYS = {"llm_index_requests": "llm_requests", "llm_index_calls": "llm_calls", "llm_index_cache_hits": "llm_cache_hits",
-                  "llm_index_prompt_tokens": "llm_prompt_tokens", "llm_index_completion_tokens": "llm_completion_tokens"}
+                  "llm_index_prompt_tokens": "llm_prompt_tokens", "llm_index_completion_tokens": "llm_completion_tokens",
+                  "llm_index_model_seconds": "llm_model_seconds"}
 
 
 def cost_table(folders) -> pd.DataFrame:

