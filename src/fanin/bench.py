@@ -19,12 +19,16 @@ import numpy as np
 from .config import compose, instantiate, resolve_path
 
 # %% auto #0
-__all__ = ['BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main',
-           'bench_reader', 'bench_segment', 'bench_evidence', 'bench_peer', 'format_peer_line', 'peer_error_line',
-           'bench_peer_line', 'bench_peers']
+__all__ = ['PEER_BENCH_BASE', 'BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding',
+           'bench_main', 'bench_reader', 'bench_segment', 'bench_evidence', 'bench_peer', 'format_peer_line',
+           'peer_error_line', 'bench_peer_line', 'bench_peers']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
 # the peers `make bench` runs (`bench_main(peers=...)`): the real packages, each in its own pinned environment (`fanin.peers`)
+# the peers are benched in the peers experiment's setting and LLM cache (configs/experiment/peers.yaml, the DVC stage `peers`):
+# after `make reproduce` a bench replays every model call (index_s is then the replay's wall time, model_s the model time the
+# replies took when they were made); on a fresh machine the bench makes the cold build and fills that cache for the stage
+PEER_BENCH_BASE = ("experiment=peers",)
 BENCH_PEERS = ("nano_graphrag", "lightrag", "mem0", "raptor_li", "ms_graphrag")
 
 
@@ -190,7 +194,7 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
     from fanin.llm import Ledger
     from fanin.peers import peer_env
     from fanin.pipeline import load_dataset, make_llm
-    cfg = compose([f"system={peer}", f"dataset.domains=[{domain}]", "progress=false", *overrides])
+    cfg = compose([*PEER_BENCH_BASE, f"system={peer}", f"dataset.domains=[{domain}]", "progress=false", *overrides])
     s = cfg.system
     env = peer_env(s.get("peer", peer), s.get("root"), s.get("envs"))  # first: an environment that cannot be built costs no LLM start
     bench = load_dataset(cfg)
@@ -250,7 +254,7 @@ def bench_peers(peers=BENCH_PEERS, domain: str = "mathematics", overrides=(), n_
     out = []
     if not peers: return out
     try:
-        llm = make_llm(compose([f"dataset.domains=[{domain}]", "progress=false", *overrides]))
+        llm = make_llm(compose([*PEER_BENCH_BASE, f"dataset.domains=[{domain}]", "progress=false", *overrides]))
         llm.__enter__()
     except Exception as e:  # no LLM, no peer: each says why
         for p in peers: out.append(peer_error_line(p, e)); print(out[-1], flush=True)
