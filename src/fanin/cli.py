@@ -262,8 +262,9 @@ def cmd_judge_check(overrides, cases=None, out=None) -> dict:
 def main(argv=None):
     p = argparse.ArgumentParser(prog="fanin", description="fanin: evidence construction judged by fan-in. Every command takes Hydra overrides.")
     sub = p.add_subparsers(dest="cmd", required=True)
+    from fanin.pipeline import STAGES
     r = sub.add_parser("run", help="index -> retrieve -> evaluate -> tables for the configured system(s)")
-    r.add_argument("--stages", default=None, help="comma-separated subset of index,retrieve,evaluate,tables,answer,judge "
+    r.add_argument("--stages", default=None, help=f"comma-separated subset of {','.join(STAGES)} "
                    "(default: the experiment's `stages`, else the four retrieval stages)")
     for name, h in [("stats", "questions by domain x type with fan-in counts (CSV)"), ("data-report", "resolution report and statistics to outputs/data"),
                     ("metrics", "per-question metrics of an experiment's runs, and overall ER/EP/hit (outputs/metrics)"),
