@@ -196,3 +196,23 @@ def test_raptor_li_clusters_reproducibly_and_maps_every_summary(raptor_env, tmp_
                 sysm.close()
             builds.append([r["messages"] for r in s.chats()[before:]])
     assert builds[0] and builds[0] == builds[1]  # the same questions, in the same order: a rebuild replays from the lab's cache
+
+
+def test_raptor_li_splits_a_long_page_without_nltk_data(raptor_env, tmp_path):
+    """A page longer than a chunk goes through llama-index's sentence tokenizer, whose loader also wanted NLTK's stopword list
+    (downloaded from GitHub, so missing offline): the first real domain failed with "Resource 'stopwords' not found". The
+    adapter hands llama-index the same untrained punkt tokenizer, so a long page splits into several chunks offline."""
+    from fanin.schema import Corpus, Document
+    sentences = " ".join(f"Sentence {i} says that Place{i % 7} lies near River{i % 5}." for i in range(600))
+    c = Corpus("long", [Document(id="long/a", title="A long page", text=sentences),
+                        Document(id="long/b", title="A short page", text="Place3 is small.")])
+    with StandIn(model="standin-raptor", reply=raptor_reply) as s:
+        sysm = PeerSystem("raptor_li", mode="collapsed", gateway=Endpoint(s.base_url, "peer-token"), chat_model=s.model, embedding_dim=384)
+        try:
+            sysm.index(c, tmp_path / "store")
+            p = json.loads((tmp_path / "store" / "index.json").read_text())["peer"]
+            assert p["n_chunks"] > 2 and p["docs_without_chunks"] == 0
+            units = sysm.retrieve("Where is Place3?", 3)
+            assert units and all(u.doc_id in c for u in units)
+        finally:
+            sysm.close()

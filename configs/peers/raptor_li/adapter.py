@@ -52,6 +52,14 @@ from llama_index.llms.openai_like import OpenAILike  # noqa: E402
 import llama_index.packs.raptor.base as rbase  # noqa: E402
 import llama_index.packs.raptor.clustering as rclust  # noqa: E402
 from llama_index.packs.raptor import RaptorPack, RaptorRetriever  # noqa: E402
+from llama_index.core.utils import globals_helper  # noqa: E402
+from nltk.tokenize import PunktSentenceTokenizer  # noqa: E402
+
+# SentenceSplitter splits long texts with llama-index's punkt tokenizer, an untrained `PunktSentenceTokenizer()` that needs no
+# data; but its property also loads NLTK's stopword list, which NLTK downloads from GitHub (not PyPI) and so is missing here:
+# a real page longer than a chunk failed with "Resource 'stopwords' not found". Handing llama-index the very tokenizer it would
+# build leaves the split unchanged and needs no download; the stopword list itself is never substituted (nothing here uses it).
+globals_helper._punkt_tokenizer = PunktSentenceTokenizer()
 
 PACKAGE = "llama-index-packs-raptor"
 VERSION = importlib.metadata.version(PACKAGE)
