@@ -326,7 +326,7 @@ def test_the_peers_experiment_composes():
     from fanin.config import check_params, compose
     from fanin.pipeline import system_configs
     cfgs = system_configs(["experiment=peers"])
-    assert [c.system.name for c in cfgs] == ["bm25", "community", "raptor", "memory", "mem0", "raptor_li", "nano_graphrag", "lightrag", "ms_graphrag"]
+    assert [c.system.name for c in cfgs] == ["bm25", "community", "raptor", "memory", "mem0", "raptor_li", "nano_graphrag", "lightrag", "ms_graphrag", "mem0_infer"]
     from fanin.paradigms import PARADIGMS
     paired = {s for lab, peers in PARADIGMS.values() for s in (lab, *peers)}
     assert paired <= {c.system.name for c in cfgs}, "every system a paradigm table pairs is in the experiment"

@@ -205,7 +205,7 @@ class MemorySystem(ChunkedSystem):
         if k <= 0 or self.faiss_index.ntotal == 0: return []
         D, I = self.faiss_index.search(self.embedder.encode([query]).astype(np.float32), min(k, self.faiss_index.ntotal))
         return [Unit(doc_id=self.chunks[self.owner[i]].doc_id, text=self.entries[i], score=float(d), rank=r,
-                     meta={"chunk": int(self.owner[i])}) for r, (i, d) in enumerate(zip(I[0], D[0]), start=1) if i >= 0]
+                     meta={"kind": "memory", "chunk": int(self.owner[i])}) for r, (i, d) in enumerate(zip(I[0], D[0]), start=1) if i >= 0]
 
 # %% ../../nbs/21_llm_indexes.ipynb #51d319fd
 class CommunitySystem(ChunkedSystem):

@@ -18,7 +18,7 @@ from .metrics import add_fan_in_bin, aggregate
 PARADIGMS = {  # paradigm: (the lab's system, the peers that implement it in their original package)
     "community_graph": ("community", ("nano_graphrag", "lightrag", "ms_graphrag")),
     "tree": ("raptor", ("raptor_li",)),
-    "memory": ("memory", ("mem0",)),
+    "memory": ("memory", ("mem0", "mem0_infer")),   # Mem0 keeping passages (raw) and rewriting them into facts (infer)
 }
 
 KINDS = {"chunk": "passage", "text_unit": "passage", "passage": "passage", "entity": "graph", "relationship": "graph",
@@ -28,13 +28,12 @@ KINDS = {"chunk": "passage", "text_unit": "passage", "passage": "passage", "enti
 def unit_kind(meta: dict) -> str:
     """What a pack unit is, in four words shared by the lab and the peers: passage, graph (an entity or a relationship),
     summary (names the documents it summarises) or memory (a fact a memory system rewrote). Peers say it in `meta.kind`;
-    the lab's systems by their meta: a community report (`community` without `chunk`), a RAPTOR node above the leaves
-    (`level` > 0), a memory note (`note`)."""
+    the lab's systems by their meta: a memory entry says `kind: memory`, a community report is `community` without `chunk`,
+    a RAPTOR node above the leaves has `level` > 0."""
     k = meta.get("kind")
     if k: return KINDS.get(k, str(k))
     if "community" in meta and "chunk" not in meta: return "summary"
     if (meta.get("level") or 0) > 0: return "summary"
-    if "note" in meta or "memory" in meta: return "memory"
     return "passage"
 
 # %% auto #0
