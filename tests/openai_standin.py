@@ -37,9 +37,9 @@ class StandIn:
 
     def __init__(self, model: str = "standin-1", reasoning: bool = False, no_json_schema: bool = False,
                  fault: str | None = None, reply: Callable[[dict], str] = _default_reply, list_models: bool = True,
-                 embed: Callable[[str], list[float]] = hashed_embedding):
+                 embed: Callable[[str], list[float]] = hashed_embedding, embed_errors: list[int] | None = None):
         self.model, self.reasoning, self.no_json_schema, self.fault = model, reasoning, no_json_schema, fault
-        self.reply, self.list_models, self.embed = reply, list_models, embed
+        self.reply, self.list_models, self.embed, self.embed_errors = reply, list_models, embed, list(embed_errors or [])
         self.requests: list[dict] = []
         outer = self
 
@@ -64,6 +64,8 @@ class StandIn:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 outer.requests.append(body)
                 if self.path.endswith("/embeddings"):  # any model name; `embed` makes the vectors (hashed words by default)
+                    if outer.embed_errors:  # the next requests fail with these HTTP statuses, one each (a flaky server)
+                        return self._send(outer.embed_errors.pop(0), {"error": {"message": "stand-in embeddings fault", "type": "server_error"}})
                     texts = body.get("input")
                     texts = [texts] if isinstance(texts, str) else list(texts or [])
                     return self._send(200, {"object": "list", "model": body.get("model", ""), "usage": {"prompt_tokens": 0, "total_tokens": 0},
