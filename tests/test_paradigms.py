@@ -27,7 +27,7 @@ def test_the_peers_notebook_writes_paradigm_tables(tmp_path):
     tabs = out / "tables"
     assert not (tabs / "pv_paradigm_tree.csv").exists(), "a paradigm none of whose systems ran gets no table"
     t = read_table(tabs / "pv_paradigm_memory.csv")
-    assert set(t[t.status == "not run"].system) == {"memory"}
+    assert set(t[t.status == "not run"].system) == {"memory", "mem0_infer"}
     m = t[t.system == "mem0"].set_index("fan_in_bin")
     assert "all" in m.index and m.loc["all", "questions"] > 0 and 0 <= m.loc["all", "er"] <= 1
     assert m.loc["all", "package"].startswith("mem0ai ") and m.loc["all", "unmapped_units"] == 0

@@ -63,8 +63,8 @@ class _Bench:
 
 class _Ledger:
     def totals(self):
-        return dict.fromkeys(["requests", "calls", "cache_hits", "failures", "prompt_tokens", "replayed_prompt_tokens",
-                              "completion_tokens", "replayed_completion_tokens"], 0)
+        from fanin.llm import LEDGER_FIELDS
+        return dict.fromkeys(LEDGER_FIELDS, 0)   # every field the lab's ledger keeps
 
 
 class _CannedLLM:
