@@ -100,9 +100,16 @@ def summary_aggregate(df: pd.DataFrame) -> dict:
 _CHOICE = re.compile(r"\b([A-H])\b")
 
 
+_LETTER_RUN = re.compile(r"^(?:answer\s*[:\-]?\s*)?\(?([A-H]{2,8})\)?[.\s]*$", re.I)
+
+
 def parse_choices(text: str) -> set[str]:
-    "Option letters in an answer ('A, C', '(B)', 'Answer: D')."
-    return set(_CHOICE.findall((text or "").upper()))
+    """Option letters in an answer ('A, C', '(B)', 'Answer: D'), including a run of letters alone ('ABD': how GraphRAG-Bench
+    writes its multiple-select answers)."""
+    t = (text or "").strip()
+    m = _LETTER_RUN.match(t)
+    if m and m.group(1).isupper(): return set(m.group(1))
+    return set(_CHOICE.findall(t.upper()))
 
 
 def _tf(text: str) -> str | None:

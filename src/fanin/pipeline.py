@@ -44,8 +44,13 @@ __all__ = ['PACKAGES', 'KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'load_data
 
 # %% ../../nbs/07_pipeline.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
-    "The benchmark the config names (its `_target_`)."
-    return instantiate(cfg.dataset)
+    "The benchmark the config names (its `_target_`), checked against the Dataset contract (`fanin.schema.Dataset`)."
+    from fanin.schema import dataset_gaps
+    ds = instantiate(cfg.dataset)
+    gaps = dataset_gaps(ds)
+    if gaps:
+        raise ConfigError(f"dataset {cfg.dataset.get('_target_')}: not a Dataset (fanin.schema.Dataset); it lacks {', '.join(gaps)}")
+    return ds
 
 
 def make_system(cfg: DictConfig):

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Type, TypeVar
+from typing import Any, Iterable, Iterator, Literal, Protocol, Type, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -21,8 +21,8 @@ from .config import ConfigError
 
 # %% auto #0
 __all__ = ['R', 'MISSING', 'Document', 'Instance', 'Unit', 'Pack', 'Corpus', 'Answer', 'Judgment', 'Problem', 'DataError',
-           'DataWarning', 'RecordError', 'parse_record', 'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender',
-           'RawRecord', 'record_problems', 'decode_utf8', 'scan_jsonl']
+           'DataWarning', 'RecordError', 'Dataset', 'dataset_gaps', 'parse_record', 'iter_jsonl', 'read_jsonl',
+           'write_jsonl', 'JsonlAppender', 'RawRecord', 'record_problems', 'decode_utf8', 'scan_jsonl']
 
 # %% ../../nbs/00_schema.ipynb #b7103a46
 class _Record(BaseModel):
@@ -179,6 +179,22 @@ class RecordError(DataError):
         self.path, self.line, self.field, self.value, self.expected = str(path), line, field, value, expected
         super().__init__(Problem(str(path), line, field, value, expected,
                                  hint or "fix or remove this record (or delete the file to regenerate it) and run again"))
+
+# %% ../../nbs/00_schema.ipynb #ds00b
+@runtime_checkable
+class Dataset(Protocol):
+    "A benchmark as the lab uses it (see above)."
+    name: str
+    domains: list[str]
+    def corpus(self, domain: str) -> Corpus: ...
+    def instances(self, domain: str | None = None) -> list[Instance]: ...
+    def snapshot(self) -> dict: ...
+
+
+def dataset_gaps(obj) -> list[str]:
+    "What `obj` lacks of the Dataset contract (empty: it is one)."
+    need = ["name", "domains", "corpus", "instances", "snapshot"]
+    return [m for m in need if not hasattr(obj, m) or (m in ("corpus", "instances", "snapshot") and not callable(getattr(obj, m)))]
 
 # %% ../../nbs/00_schema.ipynb #6f0da25d
 def _open_text(path: Path, mode: str):
