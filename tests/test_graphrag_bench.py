@@ -67,3 +67,22 @@ def test_the_lab_runs_on_it_end_to_end(tmp_path):
     assert acc["gb-MC-0001"] == 100 and acc["gb-MC-0002"] == 0          # B is right for the aquifer, wrong for Ohm's law
     assert acc["gb-MS-0001"] == 100 and acc["gb-TF-0001"] == 100 and acc["gb-TF-0002"] == 0
     assert all(r["scores"]["r"] == 100 and "ar" in r["scores"] for r in rows)   # the rationale graded by the judge LLM
+
+
+def test_fanin_data_graphrag_bench_fetches_then_checks_or_says_why(tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+
+    def offline(**kw): raise OSError("Name or service not known")
+
+    def released(repo_id, repo_type, local_dir, **kw):   # the hub's folder, as a download would leave it
+        assert (repo_id, repo_type) == ("Awesome-GraphRAG/GraphRAG-Bench", "dataset")
+        shutil.copytree(FX, local_dir, dirs_exist_ok=True)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(SystemExit) as e:
+        main(["data", "graphrag_bench", "--dest", str(tmp_path / "a")])
+    assert e.value.code == 2 and "cannot fetch GraphRAG-Bench" in capsys.readouterr().err
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", released)
+    main(["data", "graphrag_bench", "--dest", str(tmp_path / "b")])
+    assert "dataset=graphrag_bench dataset.root=" in capsys.readouterr().out
+    assert len(GraphRAGBench(tmp_path / "b").instances()) == 8

