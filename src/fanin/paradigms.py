@@ -122,7 +122,7 @@ def pack_composition(folders) -> pd.DataFrame:
     rows = []
     for f in map(Path, folders):
         system = json.loads((f / "manifest.json").read_text())["system"]
-        n, units, chars, docs, packs = Counter(), Counter(), Counter(), Counter(), 0
+        units, chars, docs, packs = Counter(), Counter(), Counter(), 0
         with gzip.open(f / "packs.jsonl.gz", "rt") as fh:
             for line in fh:
                 if not line.strip(): continue
