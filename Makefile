@@ -34,7 +34,7 @@ reproduce: setup
 
 peers: setup
 	$(VENV)/bin/dvc repro peers
-	@echo "paradigm tables: outputs/tables/peers_vs_lab-mathematics_paradigm_*.csv"
+	@echo "paradigm tables: outputs/tables/paradigms*.csv"
 
 test: setup
 	$(PY) -m pytest -q tests

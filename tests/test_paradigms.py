@@ -1,6 +1,6 @@
 """The peers-vs-lab notebook (nbs/95, the DVC stage `peers`) end to end through papermill on the fixture corpus: BM25 and the
 real Mem0 package (raw mode: passages kept verbatim, so the stand-in model server is asked nothing) beside a lab system that was
-not run. The paradigm table holds Mem0's rows by fan-in bin with its package version and says the lab's `memory` was not run
+not run. The paradigm table (the registered table `paradigms`, written under the notebook's `out_name`) holds Mem0's rows by fan-in bin with its package version and says the lab's `memory` was not run
 (never zeros); the pack composition counts Mem0's units as passages."""
 import pytest
 
@@ -25,12 +25,13 @@ def test_the_peers_notebook_writes_paradigm_tables(tmp_path):
                             parameters={"overrides": ov, "out_name": "pv"}, progress_bar=False, kernel_name="python3")
         assert not s.chats(), "Mem0 in raw mode asks the model nothing"
     tabs = out / "tables"
-    assert not (tabs / "pv_paradigm_tree.csv").exists(), "a paradigm none of whose systems ran gets no table"
-    t = read_table(tabs / "pv_paradigm_memory.csv")
+    assert not (tabs / "pv_tree.csv").exists(), "a paradigm none of whose systems ran gets no table"
+    assert set(read_table(tabs / "pv.csv").paradigm) == {"community_graph", "tree", "memory"}, "the whole table names every paradigm"
+    t = read_table(tabs / "pv_memory.csv")
     assert set(t[t.status == "not run"].system) == {"memory", "mem0_infer"}
     m = t[t.system == "mem0"].set_index("fan_in_bin")
     assert "all" in m.index and m.loc["all", "questions"] > 0 and 0 <= m.loc["all", "er"] <= 1
     assert m.loc["all", "package"].startswith("mem0ai ") and m.loc["all", "unmapped_units"] == 0
     assert m.loc["all", "index_llm_calls"] == 0
-    comp = read_table(tabs / "pv_pack_composition.csv")
+    comp = read_table(tabs / "pv_composition.csv")
     assert set(comp[comp.system == "mem0"].kind) == {"passage"} and set(comp.system) == {"bm25", "mem0"}

@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-from fanin.graphs import cost_table
+from fanin.experiments import cost_table
 from fanin.peers import read_lock
 
 from openai_standin import StandIn

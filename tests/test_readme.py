@@ -11,7 +11,7 @@ def test_the_registry_table_names_every_config():
     table = README.split("### Configuration registry", 1)[1].split("\n\n", 2)[1]
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| (.+) \|$", table, re.M)}
     missing = []
-    for group in ("dataset", "system", "embedder", "llm", "reader", "judge", "evidence_judge", "experiment"):
+    for group in ("dataset", "system", "embedder", "llm", "reader", "judge", "evidence_judge", "experiment", "table"):
         assert group in rows, f"README's registry has no row for {group}"
         missing += [f"{group}={p.stem}" for p in sorted((ROOT / "configs" / group).glob("*.yaml")) if f"`{p.stem}`" not in rows[group]]
     assert not missing, f"README's configuration registry omits {missing}"

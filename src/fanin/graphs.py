@@ -17,9 +17,8 @@ from .schema import Corpus, Unit
 from .systems import System
 
 # %% auto #0
-__all__ = ['EDGE_READINGS', 'METHODS', 'INDEX_COST_KEYS', 'CoMentionGraph', 'graph_stats', 'comention_stats', 'between_vertices',
-           'path2_sentences', 'EntityGraphSystem', 'graal_overall', 'claim_evidence', 'graal_table1',
-           'run_graal_table1', 'spacy_version', 'cost_table']
+__all__ = ['EDGE_READINGS', 'METHODS', 'CoMentionGraph', 'graph_stats', 'comention_stats', 'between_vertices', 'path2_sentences',
+           'EntityGraphSystem', 'graal_overall', 'claim_evidence', 'graal_table1']
 
 # %% ../../nbs/19_graphs.ipynb #c84412a9
 class CoMentionGraph:
@@ -218,99 +217,4 @@ def graal_table1(claims: pd.DataFrame) -> pd.DataFrame:
         avg_s, hit = float(g.sentences.mean()), float(g.hit.mean())
         rows.append({"method": m, "avg_sentences": avg_s, "avg_documents": float(g.documents.mean()), "hit_rate": hit,
                      "overall": graal_overall(hit, avg_s), "claims": len(g)})
-    return pd.DataFrame(rows)
-
-# %% ../../nbs/19_graphs.ipynb #8e728fcd
-def run_graal_table1(overrides=(), out: str | Path | None = None) -> pd.DataFrame:
-    "GRAAL Table 1 on the multi-fact questions of the configured domains; written to `outputs/tables/graal_table1.csv` (or `out`)."
-    from fanin.config import compose, resolve_path
-    from fanin.pipeline import load_dataset, stage_index
-    base = compose(list(overrides))
-    bench = load_dataset(base)
-    frames = []
-    for m in METHODS:
-        cfg = compose(list(overrides) + [f"system={m}"])
-        for d in bench.domains:
-            claims = [i for i in bench.instances(d) if i.qtype == "multi-fact"]
-            if claims: frames.append(claim_evidence(stage_index(cfg, bench, d), claims))
-    claims = pd.concat(frames, ignore_index=True)
-    t = graal_table1(claims)
-    snap = bench.snapshot()
-    t["domains"] = "+".join(bench.domains)
-    edges = compose(list(overrides) + ["system=graal"]).system.edges
-    t["setting"] = (f"WildGraphBench multi-fact reference answers as claims; data {snap['source']}@{snap['commit']} qa_sha1={snap['qa_sha1']}; "
-                    f"spaCy {spacy_version()} en_core_web_sm 3.8 NER as surface-form entities; frames from the dependency parse; edges={edges}")
-    out = Path(out) if out else resolve_path(base.paths.outputs) / "tables" / "graal_table1.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    t.to_csv(out, index=False, float_format="%.6g")
-    claims.to_csv(out.with_name("graal_table1_claims.csv"), index=False)
-    return t
-
-
-def spacy_version() -> str:
-    import spacy
-    return spacy.__version__
-
-
-def _pack_domains(folder: Path, man: dict) -> dict[str, str]:
-    """The domain of each question of a run folder: `metrics.csv`'s `domain` column when the folder has one; else, for a run over
-    one domain, that domain; else the id's prefix when it names one of the run's domains (WildGraphBench ids: `<domain>-<n>`)."""
-    doms = list(man.get("index") or {}) or list((man.get("data") or {}).get("domains") or [])
-    m = folder / "metrics.csv"
-    if m.exists():
-        try:
-            t = pd.read_csv(m, usecols=["instance_id", "domain"], dtype=str)
-            return dict(zip(t.instance_id, t.domain.fillna("")))
-        except (ValueError, KeyError): pass
-    return {"*": doms[0]} if len(doms) == 1 else {"?": ""}
-
-
-def _domain_of(iid: str, domains: dict[str, str], known) -> str:
-    if iid in domains: return domains[iid]
-    if "*" in domains: return domains["*"]
-    pre = iid.split("-")[0]
-    return pre if pre in known else ""
-
-
-INDEX_COST_KEYS = {"llm_index_requests": "llm_requests", "llm_index_calls": "llm_calls", "llm_index_cache_hits": "llm_cache_hits",
-                  "llm_index_prompt_tokens": "llm_prompt_tokens", "llm_index_completion_tokens": "llm_completion_tokens",
-                  "llm_index_model_seconds": "llm_model_seconds"}
-
-
-def cost_table(folders) -> pd.DataFrame:
-    """One row per run folder and domain: index seconds and bytes, the LLM requests, server calls and tokens the index build needed
-    (recorded in its index.json, so a resumed run still reports them), retrieval latency p50 / p95,
-    and the graph statistics a graph system reports (WildGraphBench Tables 4 and 6, GraphRAG-Bench Tables 2 and 3).
-    `parse_seconds` is the part of `index_seconds` spent obtaining the shared spaCy parse: the whole parse for the first entity-graph
-    system built on a domain, a cache load for the next ones (add it back when comparing a system built alone).
-    Peers (real packages run as lab systems, `fanin.peers.PeerSystem`) add their `package` and `package_version` (empty for the lab's
-    own systems), `env_setup_seconds` (building the peer's pinned environment, once; `env_built_now`: whether this build did it),
-    `peer_index_seconds` (the peer's own index call; `index_seconds` also holds the environment and adapter start) and their LLM cost,
-    counted by the lab's ledger through the gateway. A question's domain comes from the run's `metrics.csv` when present."""
-    import gzip, json
-    rows = []
-    for f in map(Path, folders):
-        man = json.loads((f / "manifest.json").read_text())
-        index = man.get("index") or {}
-        doms = _pack_domains(f, man)
-        lat: dict[str, list] = {}
-        packs = f / "packs.jsonl.gz"
-        if packs.exists():
-            with gzip.open(packs, "rt") as fh:
-                for line in fh:
-                    if not line.strip(): continue
-                    p = json.loads(line)
-                    lat.setdefault(_domain_of(p["instance_id"], doms, index), []).append(p["cost"].get("retrieve_ms", np.nan))
-        for dom, st in index.items():
-            ms = np.asarray(lat.get(dom, []), dtype=float)
-            g = st.get("graph") or {}
-            rows.append({"system": man["system"], "domain": dom, "package": st.get("package") or "",
-                         "package_version": st.get("version") or "", "index_seconds": st.get("index_seconds"),
-                         "parse_seconds": st.get("parse_seconds"), "env_setup_seconds": st.get("env_setup_seconds"),
-                         "env_built_now": st.get("env_built_now"), "peer_index_seconds": st.get("peer_index_seconds"),
-                         "index_bytes": st.get("index_bytes"), "units": st.get("n_units"),
-                         **{col: st.get(key) or 0 for col, key in INDEX_COST_KEYS.items()},
-                         "retrieve_p50_ms": float(np.median(ms)) if len(ms) else np.nan,
-                         "retrieve_p95_ms": float(np.percentile(ms, 95)) if len(ms) else np.nan,
-                         **{k: g.get(k) for k in ("nodes", "edges", "avg_degree", "max_degree", "isolated_share", "organization")}})
     return pd.DataFrame(rows)

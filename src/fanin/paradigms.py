@@ -37,7 +37,7 @@ def unit_kind(meta: dict) -> str:
     return "passage"
 
 # %% auto #0
-__all__ = ['PARADIGMS', 'KINDS', 'unit_kind', 'run_llm', 'paradigm_table', 'pack_composition', 'paradigm_tables']
+__all__ = ['PARADIGMS', 'KINDS', 'unit_kind', 'run_llm', 'paradigm_table', 'pack_composition']
 
 # %% ../../nbs/31_paradigms.ipynb #pa05
 def run_llm(manifest: dict) -> str:
@@ -69,7 +69,7 @@ def _check_same(paradigm: str, runs: dict) -> None:
 
 
 def _index_costs(system: str, folder: Path, man: dict) -> dict:
-    from fanin.graphs import cost_table
+    from fanin.experiments import cost_table
     c = cost_table([folder])
     st = {k: sum((s.get(k) or 0) for s in (man.get("index") or {}).values()) for k in ("unmapped_units", "unmapped_queries")}
     row = {"package": ", ".join(f"{p} {v}".strip() for p, v in dict.fromkeys(zip(c.package, c.package_version)) if p) or "lab",
@@ -136,19 +136,3 @@ def pack_composition(folders) -> pd.DataFrame:
             rows.append({"system": system, "kind": k, "units_per_pack": units[k] / max(packs, 1),
                          "share_of_chars": chars[k] / max(packs, 1), "docs_per_unit": docs[k] / units[k]})
     return pd.DataFrame(rows, columns=["system", "kind", "units_per_pack", "share_of_chars", "docs_per_unit"])
-
-# %% ../../nbs/31_paradigms.ipynb #pa11
-def paradigm_tables(folders, name: str, bins=None, out_dir=None, paradigms=PARADIGMS) -> dict[str, Path]:
-    """`outputs/tables/<name>_paradigm_<paradigm>.csv` (one per paradigm with at least one system run) and
-    `<name>_pack_composition.csv`, each under its setting line."""
-    from fanin.config import resolve_path
-    from fanin.report import manifests, setting_line, write_table
-    out_dir = Path(out_dir or resolve_path("outputs") / "tables")
-    t = paradigm_table(folders, bins, paradigms)
-    setting = setting_line(manifests(folders))
-    paths = {}
-    for p, g in t.groupby("paradigm", sort=False):
-        if (g.status == "ok").any():
-            paths[p] = write_table(g.drop(columns="paradigm"), out_dir / f"{name}_paradigm_{p}.csv", f"{setting}; llm={g.llm.dropna().iloc[0]}")
-    paths["pack_composition"] = write_table(pack_composition(folders), out_dir / f"{name}_pack_composition.csv", setting)
-    return paths

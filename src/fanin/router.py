@@ -17,8 +17,7 @@ from .metrics import unit_docs
 from .systems import System
 
 # %% auto #0
-__all__ = ['split_of', 'shape_features', 'FanInClassifier', 'llm_fan_in', 'train_dataset_node', 'RouterSystem', 'routing_report',
-           'estimator_table', 'run_routing']
+__all__ = ['split_of', 'shape_features', 'FanInClassifier', 'llm_fan_in', 'train_dataset_node', 'RouterSystem', 'routing_report']
 
 # %% ../../nbs/22_router.ipynb #1f49935c
 def split_of(instance_id: str, train_share: float = 0.5, seed: int = 0) -> str:
@@ -191,67 +190,3 @@ def routing_report(router_folder, component_folders=(), bins=None) -> tuple[pd.D
     cmp = pd.DataFrame([{"system": s, "questions": int(d.instance_id.isin(ids).sum()), "er": d[d.instance_id.isin(ids)].er.mean(),
                          "ep": d[d.instance_id.isin(ids)].ep.mean(), "hit": d[d.instance_id.isin(ids)].hit.mean()} for s, d in rows])
     return acc, cmp
-
-# %% ../../nbs/22_router.ipynb #03ba6da5
-def estimator_table(overrides=(), llm_sample: int | None = 40, seed: int = 0) -> pd.DataFrame:
-    "Accuracy of the classifier and of the LLM at predicting fan-in >= 2 on test-half questions."
-    from fanin.config import compose, instantiate
-    from fanin.llm import LLMError
-    from fanin.pipeline import load_dataset, make_llm
-    cfg = compose(list(overrides) + ["system=router"])
-    share, sd = float(cfg.system.train_share), int(cfg.system.seed)
-    every = instantiate(train_dataset_node(cfg.dataset, cfg.system.train_domains, cfg.system.get("train_root")))
-    train = [i for i in every.instances() if i.fan_in > 0 and split_of(i.id, share, sd) == "train"]
-    clf = FanInClassifier(seed=sd).fit([i.query for i in train], [i.fan_in >= 2 for i in train])
-    mine = load_dataset(cfg)
-    test_all = [i for i in every.instances() if i.fan_in > 0 and split_of(i.id, share, sd) == "test"]
-    test_mine = [i for i in mine.instances() if i.fan_in > 0 and split_of(i.id, share, sd) == "test"]
-    rng = np.random.default_rng(seed)
-    sample = [test_mine[j] for j in sorted(rng.choice(len(test_mine), size=min(llm_sample, len(test_mine)), replace=False))] if llm_sample else []
-
-    def row(name, scope, insts, pred):
-        y = np.array([i.fan_in >= 2 for i in insts]); p = np.asarray(pred, dtype=float)
-        ok = ~np.isnan(p)
-        yy, pp = y[ok], p[ok] >= 0.5
-        return {"estimator": name, "questions": scope, "n": int(ok.sum()), "failed": int((~ok).sum()),
-                "accuracy": float((yy == pp).mean()) if ok.any() else np.nan,
-                "recall_multi": float(pp[yy].mean()) if yy.any() else np.nan,
-                "recall_single": float((~pp[~yy]).mean()) if (~yy).any() else np.nan,
-                "share_multi": float(yy.mean()) if ok.any() else np.nan}
-    rows = [row("classifier", f"test half, {len(every.domains)} domains", test_all, clf.predict_proba([i.query for i in test_all])),
-            row("classifier", f"test half, {'+'.join(mine.domains)}", test_mine, clf.predict_proba([i.query for i in test_mine]))]
-    if sample:
-        llm_pred = []
-        with make_llm(cfg) as llm:
-            for i in sample:
-                try: llm_pred.append(1.0 if llm_fan_in(llm, i.query, cfg.system.prompt) >= 2 else 0.0)
-                except LLMError: llm_pred.append(np.nan)  # recorded as failed, not counted as a wrong or right guess
-            model = llm.model
-        scope = f"sample of {len(sample)} test-half questions, {'+'.join(mine.domains)}"
-        rows += [row("classifier", scope, sample, clf.predict_proba([i.query for i in sample])), row(f"llm ({model})", scope, sample, llm_pred)]
-    out = pd.DataFrame(rows)
-    out["train_questions"] = len(train)
-    return out
-
-
-def run_routing(overrides=(), llm_sample: int | None = 40) -> dict[str, pd.DataFrame]:
-    "The routing tables of an experiment's router runs, written to outputs/tables/<experiment>_routing_*.csv."
-    from fanin.config import resolve_path
-    from fanin.pipeline import load_dataset, run_dir, system_configs
-    cfgs = system_configs(list(overrides))
-    bench = load_dataset(cfgs[0])
-    folder = {c.system.name: run_dir(c, bench) for c in cfgs}
-    routers = [c for c in cfgs if str(c.system.get("_target_", "")).endswith("RouterSystem") and (folder[c.system.name] / "metrics.csv").exists()]
-    if not routers: raise FileNotFoundError(f"no finished router run among {sorted(folder)}: run `fanin run {' '.join(overrides)}` with a router system first")
-    acc_rows, cmp_rows = [], []
-    for c in routers:
-        comps = [folder[n] for n in (c.system.fine.name, c.system.coarse.name) if n in folder and (folder[n] / "metrics.csv").exists()]
-        acc, cmp = routing_report(folder[c.system.name], comps)
-        acc_rows.append(acc.assign(router=c.system.name)); cmp_rows.append(cmp.assign(router=c.system.name))
-    name = cfgs[0].experiment_name + "-" + "+".join(bench.domains)
-    out = resolve_path(cfgs[0].paths.outputs) / "tables"
-    out.mkdir(parents=True, exist_ok=True)
-    tables = {"routing_accuracy": pd.concat(acc_rows), "routing_vs_components": pd.concat(cmp_rows),
-              "fanin_estimators": estimator_table(overrides, llm_sample)}
-    for k, t in tables.items(): t.to_csv(out / f"{name}_{k}.csv", index=False, float_format="%.6g")
-    return tables
