@@ -239,5 +239,12 @@ def test_k_is_never_truncated():
     with pytest.raises(ConfigError, match=r"k=1.5: expected a positive integer \(k=2\)"):
         k_for(compose(["k=1.5"]), "single-fact")
     with pytest.raises(ConfigError, match="k_summary=abc"):
-        k_for(compose(["k_summary=abc"]), "summary")
-    assert k_for(compose(["k=3", "k_summary=7"]), "summary") == 7
+        k_for(compose(["k_summary=abc"]), "summary", {"summary"})
+    assert k_for(compose(["k=3", "k_summary=7"]), "summary", {"summary"}) == 7
+
+
+def test_the_k_rule_is_the_datasets():
+    "k_summary applies to the dataset's declared broad question types only, never to a type name the lab knows."
+    from fanin.config import k_for
+    cfg = compose(["k=3", "k_summary=7"])
+    assert k_for(cfg, "summary", frozenset()) == 3 and k_for(cfg, "OE", {"OE"}) == 7

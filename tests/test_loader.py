@@ -3,7 +3,8 @@ import collections
 
 import pytest
 
-from fanin.wildgraphbench import WildGraphBench, page_file_name, stats_table, STATS_COLUMNS
+from fanin.schema import STATS_COLUMNS, stats_table
+from fanin.wildgraphbench import WildGraphBench, page_file_name
 from conftest import FIXTURE
 
 

@@ -25,6 +25,8 @@ REQUIRED = {"id": str, "author": str, "query": str, "gold_evidence_units": list,
 
 class AuthTraceFormat:
     "An AuthTrace-format dataset: authors as domains, quoted gold evidence, fan-in from the evidence."
+    qtypes = ["single-doc", "multi-doc"]   # from the number of documents the quoted evidence comes from
+    broad_qtypes = frozenset()             # one k for every question
     def __init__(self, root, domains="all", strict: bool = True, name: str = "authtrace_format"):
         self.root = resolve_path(root)
         if not (self.root / "instances.jsonl").exists():

@@ -56,11 +56,11 @@ def bench_one(system: str, domain: str, overrides=(), n_queries: int | None = No
         sysobj.index(corpus, Path(tmp) / "store")
         index_s = time.perf_counter() - t0
         stats = sysobj.stats()
-        for inst in insts[:3]: sysobj.retrieve(inst.query, k_for(cfg, inst.qtype), inst)  # warm-up
+        for inst in insts[:3]: sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, bench.broad_qtypes), inst)  # warm-up
         lat = []
         for inst in insts:
             t = time.perf_counter()
-            sysobj.retrieve(inst.query, k_for(cfg, inst.qtype), inst)
+            sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, bench.broad_qtypes), inst)
             lat.append((time.perf_counter() - t) * 1000)
     peak_mb = peak_rss_mb()
     return {"system": system, "domain": domain, "index_s": index_s, "p50_ms": float(np.percentile(lat, 50)),
@@ -214,7 +214,7 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
             lat = []
             for inst in insts:
                 t = time.perf_counter()
-                sysobj.retrieve(inst.query, k_for(cfg, inst.qtype), inst)
+                sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, bench.broad_qtypes), inst)
                 lat.append((time.perf_counter() - t) * 1000)
     finally:
         sysobj.close()

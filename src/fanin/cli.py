@@ -56,7 +56,7 @@ def cmd_segment(file, target=120, max_tokens=180, min_tokens=40):
 # %% ../../nbs/09_cli.ipynb #cl11
 def cmd_stats(overrides):
     from fanin.pipeline import load_dataset
-    from fanin.wildgraphbench import stats_table
+    from fanin.schema import stats_table
     cfg = compose(overrides)
     stats_table(load_dataset(cfg)).to_csv(sys.stdout, index=False)
 
@@ -92,16 +92,20 @@ def cmd_data(dest, dataset="wildgraphbench"):
 
 def cmd_data_report(overrides):
     from fanin.pipeline import load_dataset
-    from fanin.wildgraphbench import stats_table
+    """`outputs/data/`: the dataset's statistics and snapshot (every Dataset), and for a dataset whose gold references are resolved
+    to pages (WildGraphBench: `resolution` and `resolution_summary()`) the resolution report."""
+    from fanin.schema import stats_table
     cfg = compose(overrides)
-    bench = load_dataset(cfg)
+    ds = load_dataset(cfg)
     out = resolve_path(cfg.paths.outputs) / "data"
     out.mkdir(parents=True, exist_ok=True)
-    bench.resolution.to_csv(out / "resolution.csv", index=False)
-    summary = bench.resolution_summary()
-    (out / "resolution_summary.json").write_text(json.dumps(summary, indent=1))
-    stats_table(bench).to_csv(out / "stats.csv", index=False)
-    (out / "snapshot.json").write_text(json.dumps(bench.snapshot(), indent=1))
+    stats_table(ds).to_csv(out / "stats.csv", index=False)
+    (out / "snapshot.json").write_text(json.dumps(ds.snapshot(), indent=1))
+    summary = {"dataset": ds.name, "domains": len(ds.domains), "questions": len(ds.instances())}
+    if hasattr(ds, "resolution_summary"):   # optional part of the contract: references resolved to pages
+        ds.resolution.to_csv(out / "resolution.csv", index=False)
+        summary = ds.resolution_summary()
+        (out / "resolution_summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary))
 
 # %% ../../nbs/09_cli.ipynb #cl12
@@ -204,7 +208,8 @@ def cmd_judge_check(overrides, cases=None, out=None) -> dict:
     from fanin.judges import DEFAULT_CASES, judge_check, load_cases
     from fanin.pipeline import make_llm
     cfg = compose(overrides)
-    judge = instantiate(cfg.judge)
+    from fanin.pipeline import make_judge
+    judge = make_judge(cfg.judge)
     rows = load_cases(resolve_path(cases or DEFAULT_CASES))
     llm = make_llm(cfg, role="judge") if judge.kind == "llm" else None
     if llm is not None:

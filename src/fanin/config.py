@@ -80,14 +80,19 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     return cfg
 
 
-def instantiate(node: DictConfig, **kwargs) -> Any:
-    "Build the object a config node names with `_target_` (Hydra's registry)."
+def instantiate(node: DictConfig, expect: type | None = None, **kwargs) -> Any:
+    """Build the object a config node names with `_target_` (Hydra's registry). `expect`: the contract (a base class) the object
+    must keep — a System, an answer Judge, an EvidenceJudge — so a config pointing at something else stops with its name."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate as _inst
     if "_target_" not in node:
         raise ConfigError(f"config node has no _target_: {OmegaConf.to_yaml(node)[:200]}")
     try:
-        return _inst(node, **kwargs)
+        obj = _inst(node, **kwargs)
+        if expect is not None and not isinstance(obj, expect):
+            raise ConfigError(f"_target_ {node.get('_target_')} builds a {type(obj).__name__}, not a {expect.__module__}.{expect.__name__}: "
+                              f"subclass {expect.__name__} (it declares what the pipeline relies on)")
+        return obj
     except InstantiationException as e:  # surface our own errors (bad domain, missing data) instead of Hydra's wrapper
         cause = e.__cause__
         while isinstance(cause, InstantiationException) and cause.__cause__ is not None: cause = cause.__cause__
@@ -129,9 +134,10 @@ def run_key(cfg: DictConfig, domains: Sequence[str], all_domains: Sequence[str])
     return f"{cfg.dataset.name}-{domains_tag(domains, all_domains)}-{cfg.system.name}-{system_hash(cfg)}-{k_tag(cfg)}"
 
 
-def k_for(cfg: DictConfig, qtype: str) -> int:
-    "The top-k for a question type (WildGraphBench retrieves more units for summary questions); never truncated: k=1.5 is an error."
-    name = "k_summary" if qtype == "summary" and cfg.get("k_summary") is not None else "k"
+def k_for(cfg: DictConfig, qtype: str, broad_qtypes=frozenset()) -> int:
+    """The top-k for a question type: `k_summary` for the dataset's `broad_qtypes` (its k rule, e.g. WildGraphBench's summary
+    questions) when set, else `k`; never truncated: k=1.5 is an error."""
+    name = "k_summary" if qtype in broad_qtypes and cfg.get("k_summary") is not None else "k"
     v = cfg.get(name)
     if (p := _param_problem(name, v, "count", False, 10 if name == "k_summary" else 5)): raise ConfigError(p)
     return int(v)

@@ -18,8 +18,8 @@ from .schema import Instance, Pack, _Record
 from .segment import Segment, clean, segment_units
 
 # %% auto #0
-__all__ = ['EvidenceJudgment', 'pack_segments', 'DocumentEvidenceJudge', 'normalise', 'overlap_spans', 'QuoteEvidenceJudge',
-           'gold_units', 'LLMEvidenceJudge']
+__all__ = ['EvidenceJudgment', 'pack_segments', 'EvidenceJudge', 'DocumentEvidenceJudge', 'normalise', 'overlap_spans',
+           'QuoteEvidenceJudge', 'gold_units', 'LLMEvidenceJudge']
 
 # %% ../../nbs/15_evidence.ipynb #683b6c4a
 class EvidenceJudgment(_Record):
@@ -48,7 +48,19 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-class DocumentEvidenceJudge:
+class EvidenceJudge:
+    """The evidence-judge contract: `judge(pack, inst, llm)` -> an EvidenceJudgment (ER / EP of one pack). `kind` declares
+    whether it calls an LLM (`"llm"`: the pipeline starts one and judges the answer sample only) or not (`"deterministic"`:
+    every question, no model started)."""
+    name, kind = "evidence", "deterministic"
+
+    def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
+
+    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
+        raise NotImplementedError
+
+
+class DocumentEvidenceJudge(EvidenceJudge):
     "Deterministic document-level ER / EP over canonical segments."
     name = "document"
 
@@ -91,7 +103,7 @@ def _covered_chars(spans: list[tuple[int, int]]) -> int:
     return total
 
 
-class QuoteEvidenceJudge:
+class QuoteEvidenceJudge(EvidenceJudge):
     "Deterministic quote-level ER / EP for data with quoted gold evidence (AuthTrace format)."
     name = "quote"
 
@@ -130,10 +142,9 @@ def gold_units(inst: Instance) -> list[str]:
     return gold_statements(inst)
 
 
-class LLMEvidenceJudge:
+class LLMEvidenceJudge(EvidenceJudge):
     "App. K.4 / K.5: ER per gold unit against the whole pack, EP per segment against all gold units; binary, via the LLM layer."
-    uses_llm = True
-    name = "llm"
+    name, kind = "llm", "llm"
 
     def __init__(self, name: str = "evidence_llm", er_prompt: str = "judge_er", ep_prompt: str = "judge_ep",
                  pack_chars: int = 6000, max_segments: int = 2000, max_tokens: int = 128):
@@ -141,7 +152,7 @@ class LLMEvidenceJudge:
         self.er_prompt, self.ep_prompt = load_prompt(er_prompt), load_prompt(ep_prompt)
 
     def setting(self) -> dict:
-        return {"judge": self.name, "kind": "llm", "prompts": [self.er_prompt.id, self.ep_prompt.id], "pack_chars": self.pack_chars}
+        return {**super().setting(), "prompts": [self.er_prompt.id, self.ep_prompt.id], "pack_chars": self.pack_chars}
 
     def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
         segs, cut = pack_segments(pack, self.max_segments)

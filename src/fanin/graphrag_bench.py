@@ -77,10 +77,12 @@ class GraphRAGBench:
             raise ConfigError(f"{self.root}: not GraphRAG-Bench's released layout (questions/<TYPE>.jsonl and textbooks/textbookN/textbookN.md); "
                               f"set dataset.root to the folder that holds them (`fanin data graphrag_bench --dest PATH` fetches it where the hub is reachable)")
         self.all_domains = [DOMAIN]
+        self.broad_qtypes = frozenset()   # one k for every type (the paper retrieves the same top-k for all five)
         if domains not in (None, "all") and list([domains] if isinstance(domains, str) else domains) != [DOMAIN]:
             raise ConfigError(f"dataset.domains: GraphRAG-Bench has one domain, {DOMAIN!r} (all textbooks form one corpus), not {domains!r}")
         self.domains = [DOMAIN]
         self.types = list(TYPES) if types in (None, "all") else [types] if isinstance(types, str) else list(types)
+        self.qtypes = list(self.types)
         unknown = [t for t in self.types if t not in TYPES]
         if unknown: raise ConfigError(f"dataset.types: unknown question type(s) {unknown}; the types are {', '.join(TYPES)}")
         self._instances = self._read_questions()

@@ -34,13 +34,13 @@ from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 
 # %% auto #0
-__all__ = ['PACKAGES', 'KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'load_dataset', 'make_system', 'index_store', 'run_dir',
-           'git_commit', 'versions', 'write_manifest', 'stage_index', 'wait_for_lock', 'integrity_policy',
-           'index_inputs', 'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
-           'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows',
-           'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node',
-           'needs_llm', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs',
-           'run', 'collect']
+__all__ = ['PACKAGES', 'KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'load_dataset', 'make_system', 'make_judge',
+           'make_evidence_judge', 'index_store', 'run_dir', 'git_commit', 'versions', 'write_manifest', 'stage_index',
+           'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs', 'check_run_inputs', 'stage_retrieve',
+           'stage_evaluate', 'stage_tables', 'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder',
+           'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence',
+           'judge_nodes', 'role_node', 'needs_llm', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers',
+           'run_system', 'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
@@ -54,8 +54,21 @@ def load_dataset(cfg: DictConfig):
 
 
 def make_system(cfg: DictConfig):
-    "The system the config names (its `_target_`), with any embedder it declares."
-    return instantiate(cfg.system)
+    "The system the config names (its `_target_`), with any embedder it declares; it must be a `fanin.systems.System`."
+    from fanin.systems import System
+    return instantiate(cfg.system, expect=System)
+
+
+def make_judge(node: DictConfig):
+    "An answer judge (`fanin.judges.Judge`: declares `kind`, llm or proxy)."
+    from fanin.judges import Judge
+    return instantiate(node, expect=Judge)
+
+
+def make_evidence_judge(node: DictConfig):
+    "An evidence judge (`fanin.evidence.EvidenceJudge`: declares `kind`, llm or deterministic)."
+    from fanin.evidence import EvidenceJudge
+    return instantiate(node, expect=EvidenceJudge)
 
 
 def index_store(cfg: DictConfig, domain: str) -> Path:
@@ -64,8 +77,7 @@ def index_store(cfg: DictConfig, domain: str) -> Path:
 
 
 def run_dir(cfg: DictConfig, bench) -> Path:
-    from fanin.wildgraphbench import DOMAINS
-    return resolve_path(cfg.paths.outputs) / cfg.experiment_name / run_key(cfg, bench.domains, getattr(bench, "all_domains", DOMAINS))
+    return resolve_path(cfg.paths.outputs) / cfg.experiment_name / run_key(cfg, bench.domains, bench.all_domains)
 
 # %% ../../nbs/07_pipeline.ipynb #138a0290
 PACKAGES = ["fanin", "numpy", "pandas", "rank-bm25", "faiss-cpu", "onnxruntime", "sentence-transformers", "torch",
@@ -110,7 +122,7 @@ def stage_index(cfg: DictConfig, bench, domain: str, llm: LLM | None = None):
     system, store = make_system(cfg), index_store(cfg, domain)
     corpus = bench.corpus(domain)
     inputs = index_inputs(cfg, system, corpus, llm)
-    if getattr(system, "needs_llm", False):
+    if system.needs_llm:
         if llm is None:  # loading without an LLM: the index's own record says which LLM built it
             if not (store / "index.json").exists():
                 raise ConfigError(f"system {cfg.system.name} builds its index with an LLM; run it through `fanin run` (which starts one)")
@@ -141,7 +153,7 @@ def index_inputs(cfg: DictConfig, system, corpus, llm=None) -> dict:
     "What an index is made from: the corpus content, the code, the system's configuration, its model files (and LLM)."
     out = {"corpus": corpus_fingerprint(corpus), "code": code_fingerprint(), "system": system_hash(cfg),
            "models": model_fingerprint(system)}
-    if getattr(system, "needs_llm", False): out["llm"] = llm_identity(llm)
+    if system.needs_llm: out["llm"] = llm_identity(llm)
     return out
 
 
@@ -199,7 +211,7 @@ def stage_retrieve(cfg: DictConfig, bench, folder: Path, llm: LLM | None = None)
             for inst in _progress(cfg, todo, desc=f"{cfg.system.name} {domain}", leave=False):
                 t0 = time.perf_counter()
                 try:
-                    units = system.retrieve(inst.query, k_for(cfg, inst.qtype), inst)
+                    units = system.retrieve(inst.query, k_for(cfg, inst.qtype, bench.broad_qtypes), inst)
                 except Exception as e:  # recorded, not dropped
                     fail_out.write({"instance_id": inst.id, "system": cfg.system.name, "stage": "retrieve", "error": f"{type(e).__name__}: {e}"})
                     failed.add(inst.id)
@@ -238,7 +250,7 @@ def stage_evaluate(cfg: DictConfig, bench, folder: Path) -> pd.DataFrame:
             rows.append({"instance_id": inst.id, "system": cfg.system.name, "domain": inst.domain, "qtype": inst.qtype,
                          "fan_in": inst.fan_in, "status": "failed", "error": failures.get(inst.id, "no pack")})
     df = pd.DataFrame(rows)
-    df["k"] = [k_for(cfg, q) for q in df.qtype]
+    df["k"] = [k_for(cfg, q, bench.broad_qtypes) for q in df.qtype]
     df.to_csv(f, index=False)
     return df
 
@@ -396,8 +408,8 @@ def stage_evidence(cfg: DictConfig, bench, folder: Path, llm=None) -> pd.DataFra
     sample = {i.id for i in answer_sample(cfg, bench)}
     rows = []
     for node in evidence_judge_nodes(cfg):
-        judge = instantiate(node)
-        uses_llm = getattr(judge, "uses_llm", False)
+        judge = make_evidence_judge(node)
+        uses_llm = judge.kind == "llm"
         todo = [i for i in insts if (i.id in sample if uses_llm else True)]
         def one(inst):
             if inst.id not in packs:
@@ -438,8 +450,8 @@ def role_node(cfg: DictConfig, role: str) -> DictConfig:
 def needs_llm(cfg: DictConfig, stages: Sequence[str], role: str) -> bool:
     "Whether a role's LLM will be called by these stages (judges declare their kind; no name is checked)."
     if role == "reader": return "answer" in stages
-    if role == "judge": return "judge" in stages and any(instantiate(n).kind == "llm" for n in judge_nodes(cfg))
-    return "evidence" in stages and any(getattr(instantiate(n), "uses_llm", False) for n in evidence_judge_nodes(cfg))
+    if role == "judge": return "judge" in stages and any(make_judge(n).kind == "llm" for n in judge_nodes(cfg))
+    return "evidence" in stages and any(make_evidence_judge(n).kind == "llm" for n in evidence_judge_nodes(cfg))
 
 
 def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
@@ -466,7 +478,7 @@ def make_llms(cfg: DictConfig) -> dict[str, LLM]:
 def run_answers(cfg: DictConfig, stages: Sequence[str], bench, folder: Path, llms: dict[str, LLM]) -> dict:
     """The answer and judge stages of one run folder, the reader on `llms['reader']` and LLM judges on `llms['judge']`;
     returns a summary for the manifest. Raises StageFailed (after writing what succeeded) when failures pass the allowed share."""
-    judges = [instantiate(n) for n in judge_nodes(cfg)] if "judge" in stages else []
+    judges = [make_judge(n) for n in judge_nodes(cfg)] if "judge" in stages else []
     reader = instantiate(cfg.reader)
     if any(j.needs_rationale for j in judges): reader = reader.with_rationale()
     rllm = llms["reader"]
@@ -580,26 +592,21 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     if "judge" in stages: judge_nodes(cfgs[0])  # an unknown judge name fails before any work is done
     if "evidence" in stages: evidence_judge_nodes(cfgs[0])
     bench = load_dataset(cfgs[0])             # the data is validated on load: bad input stops before any model starts
-    index_llm = ("index" in stages or "retrieve" in stages) and any(getattr(make_system(c), "needs_llm", False) for c in cfgs)
+    index_llm = ("index" in stages or "retrieve" in stages) and any(make_system(c).needs_llm for c in cfgs)
     llms = make_llms(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else {}
     need = {r for r in ROLES if llms and (needs_llm(cfgs[0], stages, r) or (r == "llm" and index_llm))}
     started = list({id(llms[r]): llms[r] for r in need}.values())
     try:
         for x in started: x.__enter__()
         for cfg in cfgs:
-            bench = bench if bench is not None and bench.domains == list(_domains(cfg)) else load_dataset(cfg)
+            same = bench is not None and OmegaConf.to_container(cfg.dataset) == OmegaConf.to_container(cfgs[0].dataset)
+            bench = bench if same else load_dataset(cfg)   # a system may override dataset.* (rare): then its own data
             folders.append(run_system(cfg, stages, bench, llms.get("llm"), llms or None))
     finally:
         for x in started: x.__exit__(None, None, None)
     failed = [m for f in folders for m in json.loads((f / "manifest.json").read_text()).get("summary", {}).get("stage_failures", [])]
     if failed: raise StageFailed("; ".join(failed))
     return folders
-
-
-def _domains(cfg):
-    from fanin.wildgraphbench import DOMAINS
-    d = cfg.dataset.domains
-    return DOMAINS if d in (None, "all") else ([d] if isinstance(d, str) else list(d))
 
 
 def collect(folders: Sequence[Path]) -> pd.DataFrame:

@@ -115,11 +115,11 @@ class RouterSystem(System):
         if estimator not in ("classifier", "llm"): raise ValueError(f"estimator must be 'classifier' or 'llm', not {estimator!r}")
         self.fine, self.coarse, self.dataset, self.estimator = fine, coarse, dataset, estimator
         self.coarse_k, self.widen, self.train_share, self.seed, self.prompt, self.llm = coarse_k, widen, train_share, seed, prompt, llm
-        self.needs_llm = estimator == "llm" or getattr(coarse, "needs_llm", False) or getattr(fine, "needs_llm", False)
+        self.needs_llm = estimator == "llm" or coarse.needs_llm or fine.needs_llm
 
     def _components(self):
         for s in (self.fine, self.coarse):
-            if getattr(s, "needs_llm", False): s.llm = self.llm
+            if s.needs_llm: s.llm = self.llm
         return self.fine, self.coarse
 
     def _train(self):

@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .config import ConfigError
 
 # %% auto #0
-__all__ = ['R', 'MISSING', 'Document', 'Instance', 'Unit', 'Pack', 'Corpus', 'Answer', 'Judgment', 'Problem', 'DataError',
-           'DataWarning', 'RecordError', 'Dataset', 'dataset_gaps', 'parse_record', 'iter_jsonl', 'read_jsonl',
-           'write_jsonl', 'JsonlAppender', 'RawRecord', 'record_problems', 'decode_utf8', 'scan_jsonl']
+__all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'Document', 'Instance', 'Unit', 'Pack', 'Corpus', 'Answer', 'Judgment', 'Problem',
+           'DataError', 'DataWarning', 'RecordError', 'Dataset', 'dataset_gaps', 'stats_table', 'parse_record',
+           'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender', 'RawRecord', 'record_problems', 'decode_utf8',
+           'scan_jsonl']
 
 # %% ../../nbs/00_schema.ipynb #b7103a46
 class _Record(BaseModel):
@@ -186,6 +187,9 @@ class Dataset(Protocol):
     "A benchmark as the lab uses it (see above)."
     name: str
     domains: list[str]
+    all_domains: list[str]
+    qtypes: list[str]
+    broad_qtypes: frozenset[str]
     def corpus(self, domain: str) -> Corpus: ...
     def instances(self, domain: str | None = None) -> list[Instance]: ...
     def snapshot(self) -> dict: ...
@@ -193,8 +197,28 @@ class Dataset(Protocol):
 
 def dataset_gaps(obj) -> list[str]:
     "What `obj` lacks of the Dataset contract (empty: it is one)."
-    need = ["name", "domains", "corpus", "instances", "snapshot"]
+    need = ["name", "domains", "all_domains", "qtypes", "broad_qtypes", "corpus", "instances", "snapshot"]
     return [m for m in need if not hasattr(obj, m) or (m in ("corpus", "instances", "snapshot") and not callable(getattr(obj, m)))]
+
+# %% ../../nbs/00_schema.ipynb #ds00e
+STATS_COLUMNS = ["domain", "qtype", "questions", "fan_in_1", "fan_in_2", "fan_in_3", "fan_in_4", "fan_in_5plus", "unresolved_refs"]
+
+
+def stats_table(ds: Dataset) -> pd.DataFrame:
+    "Questions per domain x question type (plus `all` rows) with counts by fan-in and unresolved references."
+    import pandas as pd
+    df = pd.DataFrame([{"domain": i.domain, "qtype": i.qtype, "fan_in": i.fan_in, "unres": len(i.meta.get("unresolved_refs", []))}
+                       for i in ds.instances()], columns=["domain", "qtype", "fan_in", "unres"])
+    def agg(g):
+        return {"questions": len(g), **{f"fan_in_{n}": int((g.fan_in == n).sum()) for n in (1, 2, 3, 4)},
+                "fan_in_5plus": int((g.fan_in >= 5).sum()), "unresolved_refs": int(g.unres.sum())}
+    qtypes = list(ds.qtypes) + sorted(set(df.qtype) - set(ds.qtypes))   # a type the dataset did not declare still shows
+    out = []
+    for dom in list(ds.domains) + ["all"]:
+        sub = df if dom == "all" else df[df.domain == dom]
+        for qt in qtypes + ["all"]:
+            out.append({"domain": dom, "qtype": qt, **agg(sub if qt == "all" else sub[sub.qtype == qt])})
+    return pd.DataFrame(out)[STATS_COLUMNS]
 
 # %% ../../nbs/00_schema.ipynb #6f0da25d
 def _open_text(path: Path, mode: str):

@@ -47,6 +47,7 @@ def read_json(path):
 class System:
     "Base class: `index` a corpus (building into a store folder, or loading a finished one), then `retrieve`."
     name = "system"
+    needs_llm = False  # True: building or querying calls an LLM; the pipeline then starts one and passes it as `self.llm`
     index_format = 1  # the version of what `_build` writes (recorded in index.json); a store of an older version is rebuilt
 
     def __init__(self, name: str | None = None):

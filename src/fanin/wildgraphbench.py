@@ -25,9 +25,8 @@ from .text import clean_page
 
 # %% auto #0
 __all__ = ['DATASET', 'DOMAINS', 'QTYPES', 'SOURCE_REPO', 'SOURCE_COMMIT', 'ENV_ROOT', 'FACT_TYPES', 'UNRESOLVED_POLICIES',
-           'URL_RE', 'Url', 'TYPE_CHOICES', 'UNRESOLVED_COLUMNS', 'STATS_COLUMNS', 'default_root', 'resolve_root',
-           'page_file_name', 'question_id', 'QuestionRecord', 'ReferenceRecord', 'WildGraphBench', 'stats_table',
-           'fetch']
+           'URL_RE', 'Url', 'TYPE_CHOICES', 'UNRESOLVED_COLUMNS', 'default_root', 'resolve_root', 'page_file_name',
+           'question_id', 'QuestionRecord', 'ReferenceRecord', 'WildGraphBench', 'fetch']
 
 # %% ../../nbs/03_wildgraphbench.ipynb #bfdbf8fa
 DATASET = "wildgraphbench"
@@ -171,6 +170,9 @@ UNRESOLVED_COLUMNS = ["file", "line", "domain", "question_id", "position", "ref_
 class WildGraphBench:
     "WildGraphBench: per-domain corpora of reference pages and the questions over them, validated when loaded."
     name = DATASET
+    all_domains = DOMAINS
+    qtypes = ["single-fact", "multi-fact", "summary"]
+    broad_qtypes = frozenset({"summary"})   # the k rule: summary questions get k_summary units (the paper retrieves more for them)
 
     def __init__(self, root=None, domains="all", clean: bool = True, name: str = DATASET, unresolved_refs: str = "warn"):
         self.root = resolve_root(root)
@@ -358,27 +360,6 @@ class WildGraphBench:
         m = re.search(r"commit ([0-9a-f]{7,40})", prov.read_text()) if prov.exists() else None
         return {"dataset": self.name, "source": SOURCE_REPO, "commit": m.group(1) if m else "unknown",
                 "root": str(self.root), "domains": self.domains, "clean": self.clean, "qa_sha1": h.hexdigest()[:12]}
-
-# %% ../../nbs/03_wildgraphbench.ipynb #60042ef9
-STATS_COLUMNS = ["domain", "qtype", "questions", "fan_in_1", "fan_in_2", "fan_in_3", "fan_in_4", "fan_in_5plus", "unresolved_refs"]
-
-
-def stats_table(bench) -> pd.DataFrame:
-    "Questions per domain x type (plus `all` rows) with counts by fan-in and unresolved references."
-    rows = [{"domain": i.domain, "qtype": i.qtype, "fan_in": i.fan_in, "unres": len(i.meta.get("unresolved_refs", []))}
-            for i in bench.instances()]
-    df = pd.DataFrame(rows)
-    def agg(g):
-        return pd.Series({"questions": len(g), "fan_in_1": int((g.fan_in == 1).sum()), "fan_in_2": int((g.fan_in == 2).sum()),
-                          "fan_in_3": int((g.fan_in == 3).sum()), "fan_in_4": int((g.fan_in == 4).sum()),
-                          "fan_in_5plus": int((g.fan_in >= 5).sum()), "unresolved_refs": int(g.unres.sum())})
-    out = []
-    for dom in list(bench.domains) + ["all"]:
-        sub = df if dom == "all" else df[df.domain == dom]
-        for qt in ["single-fact", "multi-fact", "summary", "all"]:
-            g = sub if qt == "all" else sub[sub.qtype == qt]
-            out.append({"domain": dom, "qtype": qt, **agg(g).to_dict()})
-    return pd.DataFrame(out)[STATS_COLUMNS]
 
 # %% ../../nbs/03_wildgraphbench.ipynb #75d918b7
 def fetch(dest, repo: str = SOURCE_REPO, commit: str = SOURCE_COMMIT, timeout: int = 600) -> Path:

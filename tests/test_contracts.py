@@ -1,0 +1,58 @@
+"""Declared contracts (issue 18): every configured system, answer judge and evidence judge subclasses its contract (System,
+Judge, EvidenceJudge), and a config pointing at anything else stops with the contract's name; every dataset loader keeps the
+Dataset contract, so `fanin stats` works on each of the three formats from the contract alone."""
+import importlib
+import inspect
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from fanin.config import ConfigError, compose, repo_root
+from fanin.evidence import EvidenceJudge
+from fanin.judges import Judge
+from fanin.pipeline import load_dataset, make_evidence_judge, make_judge
+from fanin.schema import Dataset, dataset_gaps, stats_table
+from fanin.systems import System
+
+ROOT = repo_root()
+
+
+@pytest.mark.parametrize("group,base", [("system", System), ("judge", Judge), ("evidence_judge", EvidenceJudge)])
+def test_every_config_builds_its_contract(group, base):
+    for f in sorted((ROOT / "configs" / group).glob("*.yaml")):
+        t = yaml.safe_load(f.read_text()).get("_target_")
+        if t is None: continue   # a variant of another config (its defaults name the target)
+        mod, name = t.rsplit(".", 1)
+        obj = getattr(importlib.import_module(mod), name)
+        if inspect.isclass(obj): assert issubclass(obj, base), f"{f.name}: {t} is not a {base.__name__}"
+        else: assert f.stem == "hipporag", f"{f.name}: {t} is a function, not a {base.__name__}"   # explains why it cannot run
+
+
+def test_a_config_pointing_at_the_wrong_kind_of_object_is_refused():
+    with pytest.raises(ConfigError, match=r"builds a ProxyJudge, not a fanin\.evidence\.EvidenceJudge"):
+        make_evidence_judge(OmegaConf.create({"_target_": "fanin.judges.ProxyJudge"}))
+    with pytest.raises(ConfigError, match=r"not a fanin\.judges\.Judge"):
+        make_judge(OmegaConf.create({"_target_": "fanin.evidence.DocumentEvidenceJudge"}))
+
+
+def test_judges_declare_their_kind():
+    assert make_evidence_judge(OmegaConf.create({"_target_": "fanin.evidence.DocumentEvidenceJudge"})).kind == "deterministic"
+    assert make_evidence_judge(OmegaConf.create({"_target_": "fanin.evidence.LLMEvidenceJudge"})).kind == "llm"
+    assert System.needs_llm is False
+
+
+@pytest.mark.filterwarnings("ignore:WildGraphBench")
+@pytest.mark.parametrize("overrides,qtypes", [
+    ([f"dataset.root={ROOT / 'tests/fixtures/wildgraphbench_tiny'}", "dataset.domains=[nature]"], ["single-fact", "multi-fact", "summary"]),
+    (["dataset=graphrag_bench", f"dataset.root={ROOT / 'tests/fixtures/graphrag_bench_tiny'}"], ["FB", "MC", "MS", "TF", "OE"]),
+    (["dataset=authtrace_tiny"], ["single-doc", "multi-doc"]),
+])
+def test_every_dataset_keeps_the_contract_and_gets_stats(overrides, qtypes):
+    ds = load_dataset(compose(overrides))
+    assert dataset_gaps(ds) == [] and isinstance(ds, Dataset)
+    assert list(ds.qtypes) == qtypes and set(ds.domains) <= set(ds.all_domains)
+    assert {i.qtype for i in ds.instances()} <= set(qtypes), "every question's type is one the dataset declares"
+    st = stats_table(ds)
+    a = st[(st.domain == "all") & (st.qtype == "all")].iloc[0]
+    assert a.questions == len(ds.instances()) and a.questions == st[(st.domain == "all") & (st.qtype != "all")].questions.sum()
