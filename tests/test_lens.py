@@ -6,7 +6,7 @@ import pandas as pd
 from fanin.analysis import authtrace_lens
 from fanin.config import compose
 from fanin.pipeline import run
-from fanin.report import answer_setting_line, read_table
+from fanin.lab_report import answer_setting_line, read_table
 
 
 def test_lens_on_fixture_is_complete_and_byte_identical(tmp_path):

@@ -4,7 +4,7 @@ not run. The paradigm table (the registered table `paradigms`, written under the
 (never zeros); the pack composition counts Mem0's units as passages."""
 import pytest
 
-from fanin.report import read_table
+from fanin.lab_report import read_table
 
 from openai_standin import StandIn
 from test_peer_mem0 import mem0_reply

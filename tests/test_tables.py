@@ -10,7 +10,7 @@ import yaml
 from fanin.cli import main
 from fanin.config import repo_root
 from fanin.experiments import Table, run_table, table_names
-from fanin.report import read_table
+from fanin.lab_report import read_table
 
 FIXTURE = repo_root() / "tests" / "fixtures" / "wildgraphbench_tiny"
 

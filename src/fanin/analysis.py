@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import add_fan_in_bin
-from .report import _plt, answer_dirs
+from .lab_report import _plt, answer_dirs
 
 # %% auto #0
 __all__ = ['bin_order', 'table_by_bin', 'table_by_fan_in', 'degradation', 'correlation', 'paired_bootstrap',
@@ -284,7 +284,7 @@ def authtrace_lens(folders, bins, out_dir, setting: str, evidence_judge: str = "
                    n_boot: int = 10_000, seed: int = 0, oracle: str = "oracle") -> dict:
     "All AuthTrace analyses of an experiment's runs: tables (CSV with a setting line) and figures under `out_dir`."
     from pathlib import Path
-    from fanin.report import write_table
+    from fanin.lab_report import write_table
     out_dir = Path(out_dir)
     df, ac = lens_frame(folders, evidence_judge, answer_judge)
     setting = f"{setting}; evidence judge={evidence_judge} (canonical segments); answer score={ac} from judge {answer_judge}; n_boot={n_boot}, seed={seed}"

@@ -25,7 +25,7 @@ __all__ = ['GRAPHRAG_BENCH_HUB', 'cmd_run', 'cmd_segment', 'cmd_stats', 'fetch_g
 # %% ../../nbs/09_cli.ipynb #cl10
 def cmd_run(overrides, stages):
     from fanin.pipeline import run
-    from fanin.report import experiment_tables
+    from fanin.lab_report import experiment_tables
     cfg = compose(overrides)
     stages = stages or list(cfg.get("stages") or ["index", "retrieve", "evaluate", "tables"])
     folders = run(overrides, stages)
@@ -36,7 +36,7 @@ def cmd_run(overrides, stages):
             print("ledger: " + " ".join(f"{k}={led[k]}" for k in ("requests", "calls", "cache_hits", "cache_misses", "failures",
                                                                   "prompt_tokens", "completion_tokens")))
     if "judge" in stages:
-        from fanin.report import answer_tables
+        from fanin.lab_report import answer_tables
         p = answer_tables(folders, table_name(cfg), resolve_path(cfg.paths.outputs) / "tables")
         print(f"answer tables: {p}")
     if "tables" in stages:
@@ -125,7 +125,7 @@ def cmd_metrics(overrides):
     print(json.dumps(summary))
 
 def cmd_tables(overrides):
-    from fanin.report import experiment_tables
+    from fanin.lab_report import experiment_tables
     cfg = compose(overrides)
     paths = experiment_tables(finished_runs(overrides), table_name(cfg), cfg.fan_in_bins, resolve_path(cfg.paths.outputs) / "tables")
     print("\n".join(f"table: {p}" for p in paths.values()))
@@ -134,14 +134,14 @@ def cmd_report(overrides):
     "Figures and outputs/report.md for the experiment (and the top-k sweep, where its runs exist)."
     from fanin.metrics import fan_in_tables
     from fanin.pipeline import collect
-    from fanin.report import fig_by_fan_in, fig_topk, manifests, setting_line, write_report
+    from fanin.lab_report import fig_er_ep_by_fan_in, fig_topk, manifests, setting_line, write_report
     cfg = compose(overrides)
     folders = finished_runs(overrides)
     out = resolve_path(cfg.paths.outputs)
     name = table_name(cfg)
     df = collect(folders)
     setting = setting_line(manifests(folders))
-    fig_by_fan_in(fan_in_tables(df[df.status == "ok"], cfg.fan_in_bins)["by_fan_in_bin"],
+    fig_er_ep_by_fan_in(fan_in_tables(df[df.status == "ok"], cfg.fan_in_bins)["by_fan_in_bin"],
                   out / "figures" / f"{name}_er_ep_by_fan_in.png", setting, cfg.fan_in_bins)
     topk = topk_frame([o for o in overrides if o.startswith("paths.")])
     r = write_report(folders, name, cfg.fan_in_bins, data_dir=out / "data", topk=topk, out=out / "report.md")
@@ -150,7 +150,7 @@ def cmd_report(overrides):
 def cmd_table(name, overrides):
     "Make a registered table (configs/table/<name>.yaml): `outputs/tables/<name>.csv` and its parts; print the main one."
     from fanin.experiments import run_table
-    from fanin.report import read_table
+    from fanin.lab_report import read_table
     paths = run_table(name, overrides)
     print(read_table(paths[""]).to_string(index=False, max_rows=60, float_format=lambda x: f"{x:.4g}"))
     for p in paths.values(): print(f"table: {p}")
@@ -194,7 +194,7 @@ def cmd_sweep(overrides, kernel="python3"):
             pm.execute_notebook(str(nb), str(dst), parameters={"overrides": ov}, kernel_name=kernel, progress_bar=False,
                                 cwd=str(repo_root() / "nbs"))
     topk = topk_frame(base)
-    from fanin.report import fig_topk, manifests, setting_line, write_table
+    from fanin.lab_report import fig_topk, manifests, setting_line, write_table
     out = resolve_path(cfg.paths.outputs)
     setting = "top-k sweep: " + setting_line(manifests([out / name / r for r in topk.run_key]))
     write_table(topk, out / "tables" / f"{name}.csv", setting)

@@ -86,7 +86,7 @@ def table_overrides(name: str, overrides=()) -> list[str]:
 def run_table(name: str, overrides=(), out_name: str | None = None) -> dict[str, Path]:
     "Make the table `name` and write `outputs/tables/<out_name or name>.csv` and its parts; returns {part ('' = main): path}."
     from hydra.utils import get_method
-    from fanin.report import write_table
+    from fanin.lab_report import write_table
     tc = table_config(name)
     ov = table_overrides(name, overrides)
     try: driver: Callable = get_method(tc._target_)
@@ -153,7 +153,7 @@ def cost_table(folders) -> pd.DataFrame:
 
 def costs(overrides) -> Table:
     "Driver: the cost ledger of an experiment's finished runs."
-    from fanin.report import manifests, setting_line
+    from fanin.lab_report import manifests, setting_line
     folders = finished_runs(overrides)
     return Table(cost_table(folders), "costs: " + setting_line(manifests(folders)))
 
@@ -234,7 +234,7 @@ def routing(overrides, llm_sample: int | None = 40) -> Table:
     "Driver: routing accuracy (main), router vs its components and the fan-in estimators (parts) of an experiment's router runs."
     from hydra.utils import get_class
     from fanin.pipeline import load_dataset, run_dir, system_configs
-    from fanin.report import manifests, setting_line
+    from fanin.lab_report import manifests, setting_line
     from fanin.router import RouterSystem, routing_report
     overrides = list(overrides)
     cfgs = system_configs(overrides)
@@ -255,7 +255,7 @@ def routing(overrides, llm_sample: int | None = 40) -> Table:
 def paradigms(overrides) -> Table:
     "Driver: the paradigm tables (all, and one part per paradigm with a run system) and the pack composition of an experiment's runs."
     from fanin.paradigms import pack_composition, paradigm_table
-    from fanin.report import manifests, setting_line
+    from fanin.lab_report import manifests, setting_line
     overrides = list(overrides)
     cfg = compose(overrides)
     folders = finished_runs(overrides)
