@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config import ConfigError, resolve_path
-from .evidence import normalise
+from .segment import normalise
 from .schema import Corpus, Document, Instance, RecordError
 
 # %% auto #0

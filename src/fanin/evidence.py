@@ -11,15 +11,14 @@ from difflib import SequenceMatcher
 
 from pydantic import Field
 
-from .judges import gold_statements
 from .llm import LLM, LLMError
-from .readers import load_prompt
-from .schema import Instance, Pack, _Record
-from .segment import Segment, clean, segment_units
+from .prompts import load_prompt
+from .schema import Instance, Pack, _Record, gold_statements
+from .segment import Segment, normalise, segment_units
 
 # %% auto #0
-__all__ = ['EvidenceJudgment', 'pack_segments', 'EvidenceJudge', 'DocumentEvidenceJudge', 'normalise', 'overlap_spans',
-           'QuoteEvidenceJudge', 'gold_units', 'LLMEvidenceJudge']
+__all__ = ['EvidenceJudgment', 'pack_segments', 'EvidenceJudge', 'DocumentEvidenceJudge', 'overlap_spans', 'QuoteEvidenceJudge',
+           'gold_units', 'LLMEvidenceJudge']
 
 # %% ../../nbs/15_evidence.ipynb #683b6c4a
 class EvidenceJudgment(_Record):
@@ -81,11 +80,6 @@ class DocumentEvidenceJudge(EvidenceJudge):
                                 n_gold=len(g), n_segments=len(segs), segments_cut=cut, gold=g, segments=sd)
 
 # %% ../../nbs/15_evidence.ipynb #981f319b
-def normalise(text: str) -> str:
-    "What quote matching compares: the segmenter's cleaning, lowercase, all whitespace as single spaces."
-    return " ".join(clean(text).lower().split())
-
-
 def overlap_spans(quote: str, text: str, min_block: int = 20) -> list[tuple[int, int]]:
     "Spans of `quote` that occur in `text` as common blocks of at least min(min_block, len(quote)) characters."
     if not quote or not text: return []

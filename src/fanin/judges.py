@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from .llm import LLM, LLMError
-from .readers import load_prompt
-from .schema import Answer, Instance, Judgment
+from .prompts import load_prompt
+from .schema import Answer, Instance, Judgment, gold_statements
 from .text import lexical_tokens
 from .config import config_hash, repo_root, resolve_path
 
@@ -26,9 +26,9 @@ from .config import config_hash, repo_root, resolve_path
 __all__ = ['ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'DEFAULT_CASES', 'normalize_answer', 'exact_match', 'token_f1',
            'containment', 'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic',
            'summary_aggregate', 'parse_choices', 'gb_choice_accuracy', 'gb_multi_select_accuracy', 'gb_ar', 'sentences',
-           'gold_statements', 'degenerate_answer', 'Judge', 'ProxyJudge', 'WildGraphBenchJudge',
-           'AnswerCorrectnessJudge', 'GraphRAGBenchJudge', 'numbers', 'novel_part', 'fact_support', 'KeyFactJudge',
-           'answer_table', 'load_cases', 'judge_check', 'judge_agreement', 'agreement_label']
+           'degenerate_answer', 'Judge', 'ProxyJudge', 'WildGraphBenchJudge', 'AnswerCorrectnessJudge',
+           'GraphRAGBenchJudge', 'numbers', 'novel_part', 'fact_support', 'KeyFactJudge', 'answer_table', 'load_cases',
+           'judge_check', 'judge_agreement', 'agreement_label']
 
 # %% ../../nbs/13_judges.ipynb #87464409
 def normalize_answer(s: str) -> str:
@@ -152,13 +152,6 @@ def sentences(text: str) -> list[str]:
     "Answer sentences (split at . ! ? followed by space, and at line breaks) — the proxy's statements."
     parts = re.split(r"(?<=[.!?])\s+|\n+", text or "")
     return [p.strip() for p in parts if len(lexical_tokens(p)) > 0]
-
-
-def gold_statements(inst: Instance) -> list[str]:
-    "The gold units an answer is judged against: the gold statements, else the gold claims, else the reference answer."
-    if inst.gold_statements: return list(inst.gold_statements)
-    if inst.gold_claims: return list(inst.gold_claims)
-    return [inst.answer] if inst.answer else []
 
 
 _REFUSAL = re.compile(r"\b(cannot|can ?not|can't|unable to|not possible to) (be )?(determine|determined|answer|answered|say|tell|find|"

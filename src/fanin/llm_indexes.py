@@ -22,7 +22,7 @@ def ask_each(llm, prompt_name: str, fields: list[dict], system: str, stage: str 
     """One LLM call per item through the lab's cache: (the parsed JSON, or the reply text when the prompt has no schema; error or None).
     A failed call is returned with its error, never raised, so a build keeps what it finished and records what it did not."""
     from fanin.llm import LLMError
-    from fanin.readers import load_prompt
+    from fanin.prompts import load_prompt
     if llm is None: raise RuntimeError(f"{system}: this index is built with an LLM; the pipeline passes the run's `llm` (fanin run ...)")
     prompt = load_prompt(prompt_name)
 

@@ -84,7 +84,7 @@ class FanInClassifier:
 def llm_fan_in(llm, question: str, prompt: str = "fanin_estimate", system: str = "router") -> int:
     "The LLM's estimate of how many source documents a question needs (raises LLMError when it cannot say)."
     from fanin.llm import LLMError
-    from fanin.readers import load_prompt
+    from fanin.prompts import load_prompt
     p = load_prompt(prompt)
     r = llm.chat(p.messages(question=question), stage="retrieve", system=system, prompt_version=p.id, schema=p.schema)
     n = r.parsed.get("documents")

@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .config import ConfigError
 
 # %% auto #0
-__all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'Document', 'Instance', 'Unit', 'Pack', 'Corpus', 'Answer', 'Judgment', 'Problem',
-           'DataError', 'DataWarning', 'RecordError', 'Dataset', 'dataset_gaps', 'stats_table', 'parse_record',
-           'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender', 'RawRecord', 'record_problems', 'decode_utf8',
-           'scan_jsonl']
+__all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'Document', 'Instance', 'gold_statements', 'Unit', 'Pack', 'Corpus', 'Answer',
+           'Judgment', 'Problem', 'DataError', 'DataWarning', 'RecordError', 'Dataset', 'dataset_gaps', 'stats_table',
+           'parse_record', 'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender', 'RawRecord', 'record_problems',
+           'decode_utf8', 'scan_jsonl']
 
 # %% ../../nbs/00_schema.ipynb #b7103a46
 class _Record(BaseModel):
@@ -58,6 +58,13 @@ class Instance(_Record):
         if self.gold_docs and self.fan_in != len(set(self.gold_docs)):
             raise ValueError(f"fan_in={self.fan_in} but gold_docs holds {len(set(self.gold_docs))} distinct documents")
         return self
+
+
+def gold_statements(inst: Instance) -> list[str]:
+    "The gold units an answer or a pack is judged against: the gold statements, else the gold claims, else the reference answer."
+    if inst.gold_statements: return list(inst.gold_statements)
+    if inst.gold_claims: return list(inst.gold_claims)
+    return [inst.answer] if inst.answer else []
 
 
 class Unit(_Record):

@@ -14,7 +14,7 @@ from functools import lru_cache
 from .schema import Unit
 
 # %% auto #0
-__all__ = ['CJK', 'TOKEN_RE', 'clean', 'count_tokens', 'Segment', 'segment_text', 'segment_units']
+__all__ = ['CJK', 'TOKEN_RE', 'clean', 'normalise', 'count_tokens', 'Segment', 'segment_text', 'segment_units']
 
 # %% ../../nbs/14_segment.ipynb #9a336c88
 CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -31,6 +31,11 @@ def clean(text: str) -> str:
     t = unicodedata.normalize("NFC", text or "").translate(_QUOTES).replace("\r\n", "\n").replace("\r", "\n")
     lines = (_HSPACE.sub(" ", l).strip() for l in t.split("\n"))
     return "\n".join(l for l in lines if l)
+
+
+def normalise(text: str) -> str:
+    "What quote matching compares (AuthTrace-format loader, quote-level evidence judge): `clean`, lowercase, whitespace as single spaces."
+    return " ".join(clean(text).lower().split())
 
 
 def count_tokens(text: str) -> int:
