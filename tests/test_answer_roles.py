@@ -74,7 +74,7 @@ def test_answer_stage_whose_calls_failed_exits_non_zero(tiny_overrides, fault, c
     ov = tiny_overrides + ["system=bm25", "answer.per_domain_type=1", "answer.judges=[keyfact]", "answer.check_judges=false"]
     assert _run(["run", "--stages", "index,retrieve,evaluate"] + ov) == 0
     if fault == "closed":
-        from fanin.llm import free_port
+        from fanin.local_models import free_port
         rc = _run(["run", "--stages", "answer,judge"] + ov + ["reader_llm=vllm", f"reader_llm.base_url=http://127.0.0.1:{free_port()}/v1",
                                                               "reader_llm.model=m", "reader_llm.context_tokens=4000"])
         assert rc == 1 and "does not answer" in capsys.readouterr().err

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from fanin.config import compose, instantiate
-from fanin.llm import LLM, EndpointError, LLMError, free_port
+from fanin.llm import LLM, EndpointError, LLMError
+from fanin.local_models import free_port
 from openai_standin import StandIn
 
 SCHEMA = {"type": "object", "properties": {"correct": {"type": "boolean"}}, "required": ["correct"]}

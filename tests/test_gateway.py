@@ -14,7 +14,8 @@ import pytest
 
 from fanin.config import compose, resolve_path
 from fanin.gateway import Gateway, gateway_from_config
-from fanin.llm import LLM, LLMError, free_port
+from fanin.llm import LLM, LLMError
+from fanin.local_models import free_port
 from openai_standin import StandIn
 
 Q = [{"role": "user", "content": "What is the capital of France?"}]

@@ -124,7 +124,8 @@ def test_graph_systems_run_through_the_pipeline(tiny_overrides):
 
 def test_interrupted_llm_index_build_resumes_from_the_cache(tmp_path):
     """ppr in llm mode: the build is killed after two OpenIE calls; the rebuild replays those two from the cache and calls only for the rest."""
-    from fanin.llm import LLM, EmbeddedServer
+    from fanin.llm import LLM
+    from fanin.local_models import EmbeddedServer
     corpus = Corpus("toy", [Document(id=f"d{i}", text=t) for i, t in enumerate([
         "John Lennon was born in Liverpool.", "Liverpool is a city in England.", "Paris is the capital of France.",
         "Berlin is the capital of Germany.", "Paul McCartney wrote songs with John Lennon."])])

@@ -8,7 +8,8 @@ import pytest
 
 from fanin.config import compose, instantiate
 from fanin.judges import WildGraphBenchJudge
-from fanin.llm import LLM, EmbeddedServer, LLMError, parse_json_reply
+from fanin.llm import LLM, LLMError, parse_json_reply
+from fanin.local_models import EmbeddedServer
 from fanin.readers import Reader
 from fanin.schema import Answer, Instance, Pack, Unit, read_jsonl
 

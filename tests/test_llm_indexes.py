@@ -2,7 +2,8 @@
 import pytest
 
 from fanin.config import compose, instantiate
-from fanin.llm import LLM, EmbeddedServer
+from fanin.llm import LLM
+from fanin.local_models import EmbeddedServer
 from fanin.metrics import evidence_metrics
 from fanin.schema import Corpus, Document, Instance, Pack
 

@@ -115,7 +115,8 @@ BENCH_READERS = ((), ("reader_llm=embedded_coder",))
 def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) -> str:
     """Embedded server start time; reader answers/s, p50 latency, prompt tokens, tokens/s (prompt + completion over latency)
     and the share of pack tokens the reader saw, on real k-unit BM25 packs, cache off; warm replay calls."""
-    from fanin.llm import Ledger, LLMError, packaged_model
+    from fanin.llm import Ledger, LLMError
+    from fanin.local_models import packaged_model
     from fanin.pipeline import load_dataset, make_llm, role_node
     from fanin.readers import Reader
     from fanin.schema import Pack

