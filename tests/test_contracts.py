@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from fanin.config import ConfigError, compose, repo_root
 from fanin.evidence import EvidenceJudge
 from fanin.judges import Judge
-from fanin.pipeline import load_dataset, make_evidence_judge, make_judge
+from fanin.components import load_dataset, make_evidence_judge, make_judge
 from fanin.schema import Dataset, dataset_gaps, stats_table
 from fanin.systems import System
 

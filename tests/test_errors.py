@@ -48,7 +48,7 @@ def test_unknown_config_name_lists_options(override, group):
 
 
 def test_unknown_domain():
-    from fanin.pipeline import load_dataset
+    from fanin.components import load_dataset
     with pytest.raises(ConfigError, match="unknown WildGraphBench domain"):
         load_dataset(compose(["dataset.domains=[atlantis]"]))
 

@@ -11,7 +11,8 @@ import pytest
 import fanin.pipeline as pipeline
 from fanin.cli import main
 from fanin.fingerprints import StaleOutputs, code_fingerprint, read_stamps
-from fanin.pipeline import index_store, run
+from fanin.pipeline import run
+from fanin.components import index_store
 from fanin.schema import Pack, read_jsonl
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "wildgraphbench_tiny"
@@ -180,7 +181,7 @@ def test_two_runs_of_the_same_folder_take_turns_and_build_once(data, tmp_path):
 def test_a_second_run_told_not_to_wait_stops_at_once_naming_the_holder(data, tmp_path):
     from fanin.config import compose
     from fanin.locks import Busy, exclusive
-    from fanin.pipeline import load_dataset, run_dir
+    from fanin.components import load_dataset, run_dir
     over = _over(tmp_path, data, "integrity.wait_for_lock=false")
     cfg = compose(over)
     folder = run_dir(cfg, load_dataset(cfg)); folder.mkdir(parents=True)

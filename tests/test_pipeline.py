@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from fanin.config import compose
-from fanin.pipeline import run, run_dir, load_dataset
+from fanin.pipeline import run
+from fanin.components import run_dir, load_dataset
 from fanin.schema import Pack, read_jsonl
 
 SYSTEMS = "systems=[bm25,dense,long_context,oracle,closed_book]"

@@ -44,7 +44,7 @@ def peak_rss_mb() -> float:
 def bench_one(system: str, domain: str, overrides=(), n_queries: int | None = None) -> dict:
     "Build `system` over `domain` into a temporary store, then time every question's retrieval."
     from fanin.config import k_for
-    from fanin.pipeline import load_dataset
+    from fanin.components import load_dataset
     cfg = compose([f"system={system}", f"dataset.domains=[{domain}]", "progress=false", *overrides])
     bench = load_dataset(cfg)
     corpus = bench.corpus(domain)
@@ -76,7 +76,7 @@ def format_line(r: dict) -> str:
 
 def bench_embedding(overrides=(), n: int = 256, domain: str = "culture") -> str:
     "Embedding throughput of the configured embedder on `n` real 200-token windows, cache off."
-    from fanin.pipeline import load_dataset
+    from fanin.components import load_dataset
     from fanin.text import chunk_text
     cfg = compose([f"dataset.domains=[{domain}]", *overrides])
     emb = instantiate(cfg.embedder)
@@ -117,7 +117,8 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) 
     and the share of pack tokens the reader saw, on real k-unit BM25 packs, cache off; warm replay calls."""
     from fanin.llm import Ledger, LLMError
     from fanin.local_models import packaged_model
-    from fanin.pipeline import load_dataset, make_llm, role_node
+    from fanin.pipeline import make_llm, role_node
+    from fanin.components import load_dataset
     from fanin.readers import Reader
     from fanin.schema import Pack
     cfg = compose([f"dataset.domains=[{domain}]", "system=bm25", "progress=false", *overrides])
@@ -160,7 +161,7 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) 
 # %% ../../nbs/10_bench.ipynb #e7b1c2d4
 def bench_segment(overrides=(), domain: str = "culture") -> str:
     "Canonical segmentation throughput on one domain's cleaned pages."
-    from fanin.pipeline import load_dataset
+    from fanin.components import load_dataset
     from fanin.segment import segment_text
     cfg = compose([f"dataset.domains=[{domain}]", *overrides])
     texts = [d.text for d in load_dataset(cfg).corpus(domain)]
@@ -172,7 +173,7 @@ def bench_segment(overrides=(), domain: str = "culture") -> str:
 def bench_evidence(overrides=(), experiment: str = "paper") -> str:
     "The document-level evidence judge over all questions x the experiment's existing run folders (packs.jsonl.gz)."
     from fanin.evidence import DocumentEvidenceJudge
-    from fanin.pipeline import load_dataset
+    from fanin.components import load_dataset
     from fanin.schema import Pack, read_jsonl
     cfg = compose([*overrides])
     bench = load_dataset(cfg)
@@ -194,7 +195,8 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
     from fanin.config import k_for
     from fanin.llm import Ledger
     from fanin.peers import peer_env
-    from fanin.pipeline import load_dataset, make_llm
+    from fanin.pipeline import make_llm
+    from fanin.components import load_dataset
     cfg = compose([*PEER_BENCH_BASE, f"system={peer}", f"dataset.domains=[{domain}]", "progress=false", *overrides])
     s = cfg.system
     env = peer_env(s.get("peer", peer), s.get("root"), s.get("envs"))  # first: an environment that cannot be built costs no LLM start

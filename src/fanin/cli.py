@@ -55,7 +55,7 @@ def cmd_segment(file, target=120, max_tokens=180, min_tokens=40):
 
 # %% ../../nbs/09_cli.ipynb #cl11
 def cmd_stats(overrides):
-    from fanin.pipeline import load_dataset
+    from fanin.components import load_dataset
     from fanin.schema import stats_table
     cfg = compose(overrides)
     stats_table(load_dataset(cfg)).to_csv(sys.stdout, index=False)
@@ -91,7 +91,7 @@ def cmd_data(dest, dataset="wildgraphbench"):
     print(f"done: {fetch(d)}")
 
 def cmd_data_report(overrides):
-    from fanin.pipeline import load_dataset
+    from fanin.components import load_dataset
     """`outputs/data/`: the dataset's statistics and snapshot (every Dataset), and for a dataset whose gold references are resolved
     to pages (WildGraphBench: `resolution` and `resolution_summary()`) the resolution report."""
     from fanin.schema import stats_table
@@ -208,7 +208,7 @@ def cmd_judge_check(overrides, cases=None, out=None) -> dict:
     from fanin.judges import DEFAULT_CASES, judge_check, load_cases
     from fanin.pipeline import make_llm
     cfg = compose(overrides)
-    from fanin.pipeline import make_judge
+    from fanin.components import make_judge
     judge = make_judge(cfg.judge)
     rows = load_cases(resolve_path(cases or DEFAULT_CASES))
     llm = make_llm(cfg, role="judge") if judge.kind == "llm" else None

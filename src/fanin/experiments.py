@@ -25,7 +25,8 @@ __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'ta
 # %% ../../nbs/35_experiments.ipynb #ex04
 def planned_runs(overrides) -> list[Path]:
     "The run folders a configuration names (whether or not they exist yet)."
-    from fanin.pipeline import load_dataset, run_dir, system_configs
+    from fanin.pipeline import system_configs
+    from fanin.components import load_dataset, run_dir
     cfgs = system_configs(list(overrides))
     ds = load_dataset(cfgs[0])
     return [run_dir(c, ds) for c in cfgs]
@@ -42,7 +43,7 @@ def finished_runs(overrides) -> list[Path]:
 
 def table_name(cfg) -> str:
     "Prefix of an experiment's tables, figures and metrics: the experiment name, plus the domains when not all of the dataset's."
-    from fanin.pipeline import load_dataset
+    from fanin.components import load_dataset
     ds = load_dataset(cfg)
     tag = domains_tag(ds.domains, getattr(ds, "all_domains", ds.domains))
     return cfg.experiment_name if tag == "all" else f"{cfg.experiment_name}-{tag}"
@@ -166,7 +167,8 @@ def spacy_version() -> str:
 def graal_table1(overrides) -> Table:
     "Driver: GRAAL Table 1 (entity_mention, graph_retrieve, graal) on the multi-fact claims of the configured domains."
     from fanin.graphs import METHODS, claim_evidence, graal_table1 as table1
-    from fanin.pipeline import load_dataset, stage_index
+    from fanin.pipeline import stage_index
+    from fanin.components import load_dataset
     overrides = list(overrides)
     ds = load_dataset(compose(overrides))
     frames = []
@@ -192,7 +194,8 @@ def estimator_table(overrides=(), llm_sample: int | None = 40, seed: int = 0) ->
     "Accuracy of the classifier and of the LLM at predicting fan-in >= 2 on test-half questions."
     from fanin.config import instantiate
     from fanin.llm import LLMError
-    from fanin.pipeline import load_dataset, make_llm
+    from fanin.pipeline import make_llm
+    from fanin.components import load_dataset
     from fanin.router import FanInClassifier, llm_fan_in, split_of, train_dataset_node
     cfg = compose(list(overrides) + ["system=router"])
     share, sd = float(cfg.system.train_share), int(cfg.system.seed)
@@ -233,7 +236,8 @@ def estimator_table(overrides=(), llm_sample: int | None = 40, seed: int = 0) ->
 def routing(overrides, llm_sample: int | None = 40) -> Table:
     "Driver: routing accuracy (main), router vs its components and the fan-in estimators (parts) of an experiment's router runs."
     from hydra.utils import get_class
-    from fanin.pipeline import load_dataset, run_dir, system_configs
+    from fanin.pipeline import system_configs
+    from fanin.components import load_dataset, run_dir
     from fanin.lab_report import manifests, setting_line
     from fanin.router import RouterSystem, routing_report
     overrides = list(overrides)

@@ -32,83 +32,15 @@ from .locks import exclusive
 from .llm import LLM, EndpointError, Ledger
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
+from .components import (git_commit, index_store, load_dataset, make_evidence_judge, make_judge, make_system, run_dir,
+                              versions, write_manifest)
 
 # %% auto #0
-__all__ = ['PACKAGES', 'KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'load_dataset', 'make_system', 'make_judge',
-           'make_evidence_judge', 'index_store', 'run_dir', 'git_commit', 'versions', 'write_manifest', 'stage_index',
-           'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs', 'check_run_inputs', 'stage_retrieve',
-           'stage_evaluate', 'stage_tables', 'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder',
-           'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence',
-           'judge_nodes', 'role_node', 'needs_llm', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers',
-           'run_system', 'system_configs', 'run', 'collect']
-
-# %% ../../nbs/07_pipeline.ipynb #7fccd8ec
-def load_dataset(cfg: DictConfig):
-    "The benchmark the config names (its `_target_`), checked against the Dataset contract (`fanin.schema.Dataset`)."
-    from fanin.schema import dataset_gaps
-    ds = instantiate(cfg.dataset)
-    gaps = dataset_gaps(ds)
-    if gaps:
-        raise ConfigError(f"dataset {cfg.dataset.get('_target_')}: not a Dataset (fanin.schema.Dataset); it lacks {', '.join(gaps)}")
-    return ds
-
-
-def make_system(cfg: DictConfig):
-    "The system the config names (its `_target_`), with any embedder it declares; it must be a `fanin.systems.System`."
-    from fanin.systems import System
-    return instantiate(cfg.system, expect=System)
-
-
-def make_judge(node: DictConfig):
-    "An answer judge (`fanin.judges.Judge`: declares `kind`, llm or proxy)."
-    from fanin.judges import Judge
-    return instantiate(node, expect=Judge)
-
-
-def make_evidence_judge(node: DictConfig):
-    "An evidence judge (`fanin.evidence.EvidenceJudge`: declares `kind`, llm or deterministic)."
-    from fanin.evidence import EvidenceJudge
-    return instantiate(node, expect=EvidenceJudge)
-
-
-def index_store(cfg: DictConfig, domain: str) -> Path:
-    "Where a system's index over one domain's corpus lives: keyed by dataset, domain, system name and config hash."
-    return resolve_path(cfg.paths.index) / cfg.dataset.name / domain / f"{cfg.system.name}-{system_hash(cfg)}"
-
-
-def run_dir(cfg: DictConfig, bench) -> Path:
-    return resolve_path(cfg.paths.outputs) / cfg.experiment_name / run_key(cfg, bench.domains, bench.all_domains)
-
-# %% ../../nbs/07_pipeline.ipynb #138a0290
-PACKAGES = ["fanin", "numpy", "pandas", "rank-bm25", "faiss-cpu", "onnxruntime", "sentence-transformers", "torch",
-            "hydra-core", "omegaconf", "pydantic"]
-
-
-def git_commit() -> str:
-    try:
-        r = subprocess.run(["git", "-C", str(repo_root()), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(repo_root()), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return r.stdout.strip() + ("+dirty" if dirty else "") if r.returncode == 0 else "unknown"
-    except Exception: return "unknown"
-
-
-def versions() -> dict:
-    out = {"python": platform.python_version()}
-    for p in PACKAGES:
-        try: out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError: pass
-    return out
-
-
-def write_manifest(folder: Path, **fields):
-    f = folder / "manifest.json"
-    old = json.loads(f.read_text()) if f.exists() else {}
-    old.update(fields)
-    tmp = f.with_suffix(".tmp")
-    tmp.write_text(json.dumps(old, indent=1, default=str))
-    os.replace(tmp, f)
-    return old
+__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_for_lock', 'integrity_policy', 'index_inputs',
+           'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
+           'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows', 'stage_judge',
+           'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm',
+           'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
