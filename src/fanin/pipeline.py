@@ -49,10 +49,10 @@ def _progress(cfg, it, **kw):
     return tqdm(it, **kw)
 
 
-def stage_index(cfg: DictConfig, bench, domain: str, llm: LLM | None = None):
+def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None):
     "Build or load the system's index over one domain; returns the system ready to retrieve. LLM-built indexes get the run's `llm`."
     system, store = make_system(cfg), index_store(cfg, domain)
-    corpus = bench.corpus(domain)
+    corpus = ds.corpus(domain)
     inputs = index_inputs(cfg, system, corpus, llm)
     if system.needs_llm:
         if llm is None:  # loading without an LLM: the index's own record says which LLM built it
@@ -89,12 +89,12 @@ def index_inputs(cfg: DictConfig, system, corpus, llm=None) -> dict:
     return out
 
 
-def run_inputs(cfg: DictConfig, bench, system=None) -> dict:
+def run_inputs(cfg: DictConfig, ds, system=None) -> dict:
     """What a run folder's packs (and so everything after them) are made from: the questions and the pages of its domains,
     the code, the system's configuration and k, and the model files the system loads."""
     system = system if system is not None else make_system(cfg)
-    return {"questions": questions_fingerprint(bench.instances()),
-            "corpus": {d: corpus_fingerprint(bench.corpus(d)) for d in bench.domains},
+    return {"questions": questions_fingerprint(ds.instances()),
+            "corpus": {d: corpus_fingerprint(ds.corpus(d)) for d in ds.domains},
             "code": code_fingerprint(), "system": system_hash(cfg), "k": [cfg.k, cfg.get("k_summary")],
             "models": model_fingerprint(system)}
 
@@ -102,11 +102,11 @@ def run_inputs(cfg: DictConfig, bench, system=None) -> dict:
 KEPT = {"manifest.json", "stamps.json"}
 
 
-def check_run_inputs(cfg: DictConfig, bench, folder: Path, stages: Sequence[str], log=print) -> dict:
+def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], log=print) -> dict:
     """Compare the folder's record of its inputs with the current ones before any stage reuses its contents. Stale contents
     (packs, metrics, tables, answers, judgments) are removed and recomputed, or refused (`integrity.on_change`); the new
     inputs are recorded before the work starts, so partial files resume only under the same inputs."""
-    inputs = run_inputs(cfg, bench)
+    inputs = run_inputs(cfg, ds)
     contents = [p for p in folder.iterdir() if p.name not in KEPT and not p.name.startswith(".")] if folder.exists() else []
     if not check_stamp(folder, "retrieve", inputs, contents, integrity_policy(cfg), log=log):
         if contents and "retrieve" not in stages:
@@ -116,13 +116,13 @@ def check_run_inputs(cfg: DictConfig, bench, folder: Path, stages: Sequence[str]
     return inputs
 
 
-def stage_retrieve(cfg: DictConfig, bench, folder: Path, llm: LLM | None = None) -> dict:
+def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
     "Retrieve a pack for every question, resuming from `packs.partial.jsonl`; returns per-domain index statistics."
     final, partial, fails = folder / "packs.jsonl.gz", folder / "packs.partial.jsonl", folder / "failures.jsonl"
     index_stats = {}
     if final.exists():
         have = [p for p in read_jsonl(final, Pack)]
-        missing = len(bench.instances()) - len({p.instance_id for p in have})
+        missing = len(ds.instances()) - len({p.instance_id for p in have})
         if not missing:
             return json.loads((folder / "index_stats.json").read_text()) if (folder / "index_stats.json").exists() else {}
         # failures heal: the finished packs go back to the partial file and only the questions without one are retried
@@ -136,14 +136,14 @@ def stage_retrieve(cfg: DictConfig, bench, folder: Path, llm: LLM | None = None)
         if lines and not lines[-1].endswith("\n"): partial.write_text("".join(lines[:-1]), encoding="utf-8")
     failed = set()
     with JsonlAppender(partial) as out, JsonlAppender(fails) as fail_out:
-        for domain in bench.domains:
-            todo = [i for i in bench.instances(domain) if i.id not in done]
-            system = stage_index(cfg, bench, domain, llm)
+        for domain in ds.domains:
+            todo = [i for i in ds.instances(domain) if i.id not in done]
+            system = stage_index(cfg, ds, domain, llm)
             index_stats[domain] = system.stats()
             for inst in _progress(cfg, todo, desc=f"{cfg.system.name} {domain}", leave=False):
                 t0 = time.perf_counter()
                 try:
-                    units = system.retrieve(inst.query, k_for(cfg, inst.qtype, bench.broad_qtypes), inst)
+                    units = system.retrieve(inst.query, k_for(cfg, inst.qtype, ds.broad_qtypes), inst)
                 except Exception as e:  # recorded, not dropped
                     fail_out.write({"instance_id": inst.id, "system": cfg.system.name, "stage": "retrieve", "error": f"{type(e).__name__}: {e}"})
                     failed.add(inst.id)
@@ -154,15 +154,15 @@ def stage_retrieve(cfg: DictConfig, bench, folder: Path, llm: LLM | None = None)
             index_stats[domain] = system.stats()
     (folder / "index_stats.json").write_text(json.dumps(index_stats, indent=1, default=str))
     packs = {p.instance_id: p for p in read_jsonl(partial, Pack)}
-    order = [i.id for i in bench.instances() if i.id in packs]
-    if len(order) + len(failed) < len(bench.instances()):
-        raise RuntimeError(f"{folder}: {len(bench.instances()) - len(order) - len(failed)} questions have neither a pack nor a failure record")
+    order = [i.id for i in ds.instances() if i.id in packs]
+    if len(order) + len(failed) < len(ds.instances()):
+        raise RuntimeError(f"{folder}: {len(ds.instances()) - len(order) - len(failed)} questions have neither a pack nor a failure record")
     write_jsonl(final, (packs[i] for i in order))
     partial.unlink()
     return index_stats
 
 
-def stage_evaluate(cfg: DictConfig, bench, folder: Path) -> pd.DataFrame:
+def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
     "Per-question document-level metrics (`metrics.csv`); failed questions are rows with status=failed and no metrics."
     f = folder / "metrics.csv"
     if f.exists() and f.stat().st_mtime >= (folder / "packs.jsonl.gz").stat().st_mtime:
@@ -173,8 +173,8 @@ def stage_evaluate(cfg: DictConfig, bench, folder: Path) -> pd.DataFrame:
         for line in open(folder / "failures.jsonl", encoding="utf-8"):
             if line.strip(): r = json.loads(line); failures[r["instance_id"]] = r["error"]
     rows, known = [], {}
-    for inst in bench.instances():
-        if inst.domain not in known: known[inst.domain] = set(bench.corpus(inst.domain).ids)
+    for inst in ds.instances():
+        if inst.domain not in known: known[inst.domain] = set(ds.corpus(inst.domain).ids)
         if inst.id in packs:
             rows.append({**evidence_metrics(packs[inst.id], inst, known[inst.domain]), "status": "ok",
                          "retrieve_ms": packs[inst.id].cost.get("retrieve_ms", np.nan), "error": ""})
@@ -182,7 +182,7 @@ def stage_evaluate(cfg: DictConfig, bench, folder: Path) -> pd.DataFrame:
             rows.append({"instance_id": inst.id, "system": cfg.system.name, "domain": inst.domain, "qtype": inst.qtype,
                          "fan_in": inst.fan_in, "status": "failed", "error": failures.get(inst.id, "no pack")})
     df = pd.DataFrame(rows)
-    df["k"] = [k_for(cfg, q, bench.broad_qtypes) for q in df.qtype]
+    df["k"] = [k_for(cfg, q, ds.broad_qtypes) for q in df.qtype]
     df.to_csv(f, index=False)
     return df
 
@@ -196,10 +196,10 @@ def stage_tables(cfg: DictConfig, df: pd.DataFrame, folder: Path) -> dict[str, p
     return tabs
 
 # %% ../../nbs/07_pipeline.ipynb #b2c4e6a2
-def answer_sample(cfg: DictConfig, bench) -> list:
+def answer_sample(cfg: DictConfig, ds) -> list:
     "The questions of the answer stage: `answer.per_domain_type` per (domain, type), drawn with `answer.seed`; all when null."
     a = cfg.get("answer") or {}
-    n, insts = a.get("per_domain_type"), bench.instances()
+    n, insts = a.get("per_domain_type"), ds.instances()
     if n is None: return insts
     rng, cells = random.Random(a.get("seed", 0)), defaultdict(list)
     for i in sorted(insts, key=lambda i: i.id): cells[(i.domain, i.qtype)].append(i)
@@ -227,8 +227,8 @@ def judgment_folder(answers: Path, judge, llm) -> Path:
     return answers / f"judged-{judge.name}-{_slug(llm.model) if model else 'rules'}-{config_hash({'judge': judge.setting(), 'llm': model})}"
 
 
-def _topic(bench, domain):
-    try: return f"{bench.topic_dir(domain).name} ({domain})"
+def _topic(ds, domain):
+    try: return f"{ds.topic_dir(domain).name} ({domain})"
     except Exception: return domain
 
 
@@ -242,12 +242,12 @@ def _check_failures(cfg, what: str, rows, where: Path):
                           f"reasons: {'; '.join(reasons[:5])}. What succeeded is written; rerun to retry the failures.")
 
 
-def stage_answer(cfg: DictConfig, bench, folder: Path, llm, reader) -> Path:
+def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
     "Answer the sample's questions from the run's packs; writes answers.jsonl (failed calls are rows with the reason)."
     out = answer_folder(cfg, folder, llm, reader)
     out.mkdir(parents=True, exist_ok=True)
     packs = {p.instance_id: p for p in read_jsonl(folder / "packs.jsonl.gz", Pack)}
-    hints = {d: _topic(bench, d) for d in bench.domains}
+    hints = {d: _topic(ds, d) for d in ds.domains}
 
     def one(inst):
         if inst.id not in packs:
@@ -255,7 +255,7 @@ def stage_answer(cfg: DictConfig, bench, folder: Path, llm, reader) -> Path:
                           error="no pack: the retrieve stage failed for this question (see failures.jsonl)")
         return reader.answer(llm, inst, packs[inst.id], hints.get(inst.domain, inst.domain))
 
-    sample = answer_sample(cfg, bench)
+    sample = answer_sample(cfg, ds)
     rows = ([one(i) for i in _progress(cfg, sample, desc=f"answer {cfg.system.name}", leave=False)]
             if llm.concurrency == 1 else llm.map(one, sample))
     write_jsonl(out / "answers.jsonl", rows)
@@ -279,12 +279,12 @@ def answer_rows(answers: list) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def stage_judge(cfg: DictConfig, bench, out: Path, llm, judges) -> pd.DataFrame:
+def stage_judge(cfg: DictConfig, ds, out: Path, llm, judges) -> pd.DataFrame:
     """Apply every judge to the answers in `out`: each judge's judgments go to its own `judged-<judge>-<model>-<hash>/`
     (judgments.jsonl, scores.csv, manifest.json), so several judges and judge models sit beside each other over one answer
     set; `answer_metrics.csv` holds this invocation's judges, with what the reader saw."""
     answers = read_jsonl(out / "answers.jsonl", Answer)
-    insts = {i.id: i for i in bench.instances()}
+    insts = {i.id: i for i in ds.instances()}
     seen = answer_rows(answers)
     frames = []
     check = bool((cfg.get("answer") or {}).get("check_judges", True))
@@ -332,12 +332,12 @@ def evidence_judge_nodes(cfg: DictConfig) -> list[DictConfig]:
     return [group_node("evidence_judge", n, "evidence.judges") for n in (cfg.get("evidence") or {}).get("judges") or ["document"]]
 
 
-def stage_evidence(cfg: DictConfig, bench, folder: Path, llm=None) -> pd.DataFrame:
+def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
     "Segment-level ER / EP of every pack under each evidence judge; writes evidence-<judge>.jsonl.gz and evidence_metrics.csv."
     from fanin.evidence import EvidenceJudgment
     packs = {p.instance_id: p for p in read_jsonl(folder / "packs.jsonl.gz", Pack)}
-    insts = bench.instances()
-    sample = {i.id for i in answer_sample(cfg, bench)}
+    insts = ds.instances()
+    sample = {i.id for i in answer_sample(cfg, ds)}
     rows = []
     for node in evidence_judge_nodes(cfg):
         judge = make_evidence_judge(node)
@@ -407,14 +407,14 @@ def make_llms(cfg: DictConfig) -> dict[str, LLM]:
     return out
 
 
-def run_answers(cfg: DictConfig, stages: Sequence[str], bench, folder: Path, llms: dict[str, LLM]) -> dict:
+def run_answers(cfg: DictConfig, stages: Sequence[str], ds, folder: Path, llms: dict[str, LLM]) -> dict:
     """The answer and judge stages of one run folder, the reader on `llms['reader']` and LLM judges on `llms['judge']`;
     returns a summary for the manifest. Raises StageFailed (after writing what succeeded) when failures pass the allowed share."""
     judges = [make_judge(n) for n in judge_nodes(cfg)] if "judge" in stages else []
     reader = instantiate(cfg.reader)
     if any(j.needs_rationale for j in judges): reader = reader.with_rationale()
     rllm = llms["reader"]
-    out = stage_answer(cfg, bench, folder, rllm, reader) if "answer" in stages else answer_folder(cfg, folder, rllm, reader)
+    out = stage_answer(cfg, ds, folder, rllm, reader) if "answer" in stages else answer_folder(cfg, folder, rllm, reader)
     summary = {"answers": str(out.relative_to(folder)), "reader_model": rllm.model}
     failures = []
     if "answer" in stages:
@@ -425,7 +425,7 @@ def run_answers(cfg: DictConfig, stages: Sequence[str], bench, folder: Path, llm
             raise FileNotFoundError(f"{out / 'answers.jsonl'}: no answers of reader {reader.name} on {rllm.model} to judge; run "
                                     f"the answer stage first (--stages answer,judge). To judge existing answers with another "
                                     f"model, keep the reader's LLM and set judge_llm=... (llm=... changes the reader too)")
-        try: df = stage_judge(cfg, bench, out, llms["judge"], judges)
+        try: df = stage_judge(cfg, ds, out, llms["judge"], judges)
         except StageFailed as e:
             failures.append(str(e)); df = pd.read_csv(out / "answer_metrics.csv")
         (out / "tables").mkdir(exist_ok=True)
@@ -438,35 +438,35 @@ def run_answers(cfg: DictConfig, stages: Sequence[str], bench, folder: Path, llm
     return summary
 
 
-def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, bench=None, llm: LLM | None = None,
+def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, ds=None, llm: LLM | None = None,
                llms: dict[str, LLM] | None = None) -> Path:
     """Run one system (cfg.system) through the stages; returns its run folder. `llm` is the lab's LLM (LLM-built indexes,
     LLM evidence judges); `llms` maps the roles to their LLMs (default: every role on `llm`, else on the config's)."""
-    bench = bench or load_dataset(cfg)
-    folder = run_dir(cfg, bench)
+    ds = ds or load_dataset(cfg)
+    folder = run_dir(cfg, ds)
     folder.mkdir(parents=True, exist_ok=True)
     with exclusive(folder, f"the run {folder.name}", wait_for_lock(cfg)):  # one writer per run folder
-        return _run_system(cfg, stages, bench, folder, llm, llms)
+        return _run_system(cfg, stages, ds, folder, llm, llms)
 
 
-def _run_system(cfg, stages, bench, folder: Path, llm, llms) -> Path:
+def _run_system(cfg, stages, ds, folder: Path, llm, llms) -> Path:
     t0 = time.time()
-    inputs = check_run_inputs(cfg, bench, folder, stages)
+    inputs = check_run_inputs(cfg, ds, folder, stages)
     write_manifest(folder, inputs=inputs, run_key=folder.name, experiment=cfg.experiment_name, system=cfg.system.name,
                    system_hash=system_hash(cfg), k=cfg.k, k_summary=cfg.get("k_summary"),
-                   config=OmegaConf.to_container(cfg, resolve=True), data=bench.snapshot(),
+                   config=OmegaConf.to_container(cfg, resolve=True), data=ds.snapshot(),
                    versions=versions(), git_commit=git_commit(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
     ledger = Ledger()  # this run's calls only (an LLM-built index's included), every role's
     llms = dict(llms or ({r: llm for r in ROLES} if llm is not None else {}))
     for x in {id(v): v for v in llms.values()}.values(): x.ledger = ledger
     if llm is not None: llm.ledger = ledger
     if "index" in stages and "retrieve" not in stages:
-        stats = {d: stage_index(cfg, bench, d, llm).stats() for d in bench.domains}
+        stats = {d: stage_index(cfg, ds, d, llm).stats() for d in ds.domains}
         write_manifest(folder, index=stats)
     if "retrieve" in stages:
-        write_manifest(folder, index=stage_retrieve(cfg, bench, folder, llm))
+        write_manifest(folder, index=stage_retrieve(cfg, ds, folder, llm))
     df = None
-    if "evaluate" in stages: df = stage_evaluate(cfg, bench, folder)
+    if "evaluate" in stages: df = stage_evaluate(cfg, ds, folder)
     if "tables" in stages and df is not None: stage_tables(cfg, df, folder)
     summary, failures = {}, []
     if df is not None:
@@ -478,7 +478,7 @@ def _run_system(cfg, stages, bench, folder: Path, llm, llms) -> Path:
             failures.append(f"retrieve {cfg.system.name}: {summary['failed']} of {len(df)} questions failed (allowed share "
                             f"{allowed:g}; reasons in {folder / 'failures.jsonl'}). The packs that succeeded are kept; rerun to retry the failures.")
     if "evidence" in stages:
-        ev = stage_evidence(cfg, bench, folder, llm)
+        ev = stage_evidence(cfg, ds, folder, llm)
         summary["evidence"] = {j: {"er": float(g.er.mean()), "ep": float(g.ep.mean()), "failed": int((g.status != "ok").sum())}
                                for j, g in ev.groupby("judge")} if len(ev) else {}
     if "answer" in stages or "judge" in stages:
@@ -489,7 +489,7 @@ def _run_system(cfg, stages, bench, folder: Path, llm, llms) -> Path:
         started = list({id(llms[r]): llms[r] for r in ("reader", "judge") if own and needs_llm(cfg, stages, r)}.values())
         try:
             for x in started: x.__enter__()
-            summary.update(run_answers(cfg, stages, bench, folder, llms))
+            summary.update(run_answers(cfg, stages, ds, folder, llms))
             failures += summary.pop("stage_failures", [])
         finally:
             for x in started: x.__exit__(None, None, None)
@@ -523,7 +523,7 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
     if "judge" in stages: judge_nodes(cfgs[0])  # an unknown judge name fails before any work is done
     if "evidence" in stages: evidence_judge_nodes(cfgs[0])
-    bench = load_dataset(cfgs[0])             # the data is validated on load: bad input stops before any model starts
+    ds = load_dataset(cfgs[0])             # the data is validated on load: bad input stops before any model starts
     index_llm = ("index" in stages or "retrieve" in stages) and any(make_system(c).needs_llm for c in cfgs)
     llms = make_llms(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else {}
     need = {r for r in ROLES if llms and (needs_llm(cfgs[0], stages, r) or (r == "llm" and index_llm))}
@@ -531,9 +531,9 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     try:
         for x in started: x.__enter__()
         for cfg in cfgs:
-            same = bench is not None and OmegaConf.to_container(cfg.dataset) == OmegaConf.to_container(cfgs[0].dataset)
-            bench = bench if same else load_dataset(cfg)   # a system may override dataset.* (rare): then its own data
-            folders.append(run_system(cfg, stages, bench, llms.get("llm"), llms or None))
+            same = ds is not None and OmegaConf.to_container(cfg.dataset) == OmegaConf.to_container(cfgs[0].dataset)
+            ds = ds if same else load_dataset(cfg)   # a system may override dataset.* (rare): then its own data
+            folders.append(run_system(cfg, stages, ds, llms.get("llm"), llms or None))
     finally:
         for x in started: x.__exit__(None, None, None)
     failed = [m for f in folders for m in json.loads((f / "manifest.json").read_text()).get("summary", {}).get("stage_failures", [])]

@@ -124,10 +124,10 @@ class RouterSystem(System):
 
     def _train(self):
         from fanin.config import instantiate
-        if hasattr(self.dataset, "instances"): bench = self.dataset
+        if hasattr(self.dataset, "instances"): ds = self.dataset
         else:
-            bench = instantiate(train_dataset_node(self.dataset, self.train_domains, self.train_root))
-        train = [i for i in bench.instances() if i.fan_in > 0 and split_of(i.id, self.train_share, self.seed) == "train"]
+            ds = instantiate(train_dataset_node(self.dataset, self.train_domains, self.train_root))
+        train = [i for i in ds.instances() if i.fan_in > 0 and split_of(i.id, self.train_share, self.seed) == "train"]
         return FanInClassifier(seed=self.seed).fit([i.query for i in train], [i.fan_in >= 2 for i in train]), len(train)
 
     def _build(self, corpus, folder):
