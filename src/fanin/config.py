@@ -226,7 +226,7 @@ def _param_problem(name: str, v, kind: str, nullable: bool, example) -> str | No
     sug = _suggest(kind, v, example)
     return f"{name}={_show_param(v)}: expected {what} ({name}={_show_param(sug)})"
 
-
+# %% ../../nbs/01_config.ipynb #2b5e1708_1
 def _bins_problems(bins) -> list[str]:
     "fan_in_bins: a non-empty list of {name, lo, hi}, increasing with no gap or overlap, from fan-in 1 up to an open last bin (hi: null)."
     if not isinstance(bins, (list, ListConfig)) or not bins:

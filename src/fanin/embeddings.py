@@ -152,7 +152,7 @@ def _quiet_logs(*names):
     finally:
         for lg, lv in zip(loggers, levels): lg.setLevel(lv)
 
-
+# %% ../../nbs/04_embeddings.ipynb #78c40dac_1
 def minilm_onnx(quantize: bool = True, folder=None) -> Path:
     """all-MiniLM-L6-v2 as an onnxruntime graph built here from the shipped weights, once, into `folder` (default `outputs/models`):
     exported with mean pooling inside, fused by onnxruntime's BERT optimizer (one Attention, SkipLayerNorm and BiasGelu node
@@ -193,7 +193,7 @@ def minilm_onnx(quantize: bool = True, folder=None) -> Path:
             os.replace(tmp / "int8.onnx", out)
     return out
 
-
+# %% ../../nbs/04_embeddings.ipynb #78c40dac_2
 class OnnxMiniLM:
     """all-MiniLM-L6-v2 run by onnxruntime on CPU, from the graph `minilm_onnx` builds: fused, with int8 weights by default
     (`quantize=False`: the fused fp32 graph, equal to the PyTorch model to float precision).

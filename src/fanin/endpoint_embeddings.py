@@ -23,7 +23,10 @@ def _rough_tokens(texts: list[str]) -> int:
     "A word-piece estimate (words and punctuation) for servers that report no usage."
     return sum(len(re.findall(r"\w+|[^\w\s]", t)) for t in texts)
 
+# %% auto #0
+__all__ = ['EmbeddingEndpointError', 'OpenAICompatibleEmbedder']
 
+# %% ../../nbs/33_endpoint_embeddings.ipynb #ee02_1
 class OpenAICompatibleEmbedder:
     """Embeddings from an OpenAI-compatible `/v1/embeddings` endpoint, in batches of `batch_size`, `concurrency` batches in
     flight; L2-normalised float32 vectors in input order. `dim` is learnt at the preflight when not given."""
@@ -117,6 +120,3 @@ class OpenAICompatibleEmbedder:
         return _rough_tokens(texts)
 
     def __repr__(self): return f"OpenAICompatibleEmbedder({self.base_url!r}, {self.model!r}, batch_size={self.batch_size})"
-
-# %% auto #0
-__all__ = ['EmbeddingEndpointError', 'OpenAICompatibleEmbedder']

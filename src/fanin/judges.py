@@ -102,7 +102,7 @@ _CHOICE = re.compile(r"\b([A-H])\b")
 
 _LETTER_RUN = re.compile(r"^(?:answer\s*[:\-]?\s*)?\(?([A-H]{2,8})\)?[.\s]*$", re.I)
 
-
+# %% ../../nbs/13_judges.ipynb #87464409_1
 def parse_choices(text: str) -> set[str]:
     """Option letters in an answer ('A, C', '(B)', 'Answer: D'), including a run of letters alone ('ABD': how GraphRAG-Bench
     writes its multiple-select answers)."""
@@ -199,7 +199,7 @@ class Judge:
             return Judgment(**base, status="failed", error=e.reason, detail={"raw": (e.raw or "")[:2000]})
         return Judgment(**base, status="ok", scores=scores, detail=detail)
 
-
+# %% ../../nbs/13_judges.ipynb #7611ae79_1
 class ProxyJudge(Judge):
     """Deterministic lexical proxies (labelled 'proxy'): EM, token F1, containment of what the reference adds to the question;
     proxy accuracy = containment >= threshold with every number of the reference present; proxy statement P/R/F1 for
@@ -277,7 +277,7 @@ class WildGraphBenchJudge(Judge):
         return statement_prf(len(stmts), len(sup), len(gold), len(cov)), {
             "answer_statements": stmts, "supported": sup, "covered": cov, "out_of_range_ignored": dropped}
 
-
+# %% ../../nbs/13_judges.ipynb #7611ae79_2
 class AnswerCorrectnessJudge(Judge):
     "LLM judge: AuthTrace AC, the 0-3 rubric (claim coverage, irrelevant content), reported on 0-100."
     kind = "llm"
@@ -357,7 +357,7 @@ def _stem(w: str) -> str:
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
 _NEGATION = re.compile(r"\b(not|never|no|neither|nor|n't|without)\b", re.I)
 
-
+# %% ../../nbs/13_judges.ipynb #7611ae79_3
 def numbers(text: str) -> set[str]:
     "Numbers in a text, normalised (thousands separators dropped, trailing .0 dropped): '1,200.0' -> '1200'."
     out = set()

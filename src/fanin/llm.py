@@ -221,7 +221,7 @@ def _rejects_format(e: Exception) -> bool:
     msg = _message(e).lower()
     return s >= 500 or (s in (400, 422) and any(w in msg for w in ("response_format", "json_schema", "json_object", "schema", "grammar")))
 
-
+# %% ../../nbs/11_llm.ipynb #06971e10_1
 class LLM:
     """One client for every OpenAI-compatible endpoint (the `openai` package), with the lab's cache, retries and ledger.
     Capabilities are negotiated, not assumed: a reasoning model's 400 on `temperature` / `max_tokens` drops the parameter or

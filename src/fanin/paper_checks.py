@@ -278,7 +278,7 @@ RESTATED = [
 def _strip(setting: str, drop: Iterable[str]) -> frozenset:
     return frozenset((k, v) for k, v in parse_setting(setting).items() if k not in set(drop))
 
-
+# %% ../../nbs/24a_paper_checks.ipynb #0d411778_1
 def check_restated(rep: pd.DataFrame, restated=RESTATED) -> list[dict]:
     "Cells a table repeats from another table of the same paper (same method, metric and setting): printed values must agree."
     out = []

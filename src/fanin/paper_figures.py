@@ -89,7 +89,7 @@ def fig_wgb_domain_heatmaps(rep: pd.DataFrame, path, paper: str = "wildgraphbenc
     tables = sorted(t.table.unique(), key=lambda s: int(re.sub(r"\D", "", s)))
     return _save(fig, path, _setting_line(paper, [f"Tables {tables[0][5:]}–{tables[-1][5:]}"]), FORMATS)
 
-
+# %% ../../nbs/24b_paper_figures.ipynb #91b7eb6a_1
 def fig_graal_hit_vs_sentences(rep: pd.DataFrame, path, lab: pd.DataFrame | None = None) -> Path:
     "GRAAL Fig. 2 shape: hit rate against average #sentences per method (Table 1); `lab` (optional) adds measured points."
     plt, _ = _plt()

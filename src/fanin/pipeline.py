@@ -115,7 +115,7 @@ def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], l
         write_stamp(folder, "retrieve", inputs)
     return inputs
 
-
+# %% ../../nbs/07_pipeline.ipynb #922bc2e7_1
 def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
     "Retrieve a pack for every question, resuming from `packs.partial.jsonl`; returns per-domain index statistics."
     final, partial, fails = folder / "packs.jsonl.gz", folder / "packs.partial.jsonl", folder / "failures.jsonl"
@@ -266,7 +266,7 @@ def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
     (folder / "answers.current").write_text(out.name + "\n")
     return out
 
-
+# %% ../../nbs/07_pipeline.ipynb #b2c4e6a2_1
 def answer_rows(answers: list) -> pd.DataFrame:
     "What the reader saw and wrote, per answer: units and tokens shown vs in the pack, truncated, cut at max_tokens."
     rows = []
@@ -437,7 +437,7 @@ def run_answers(cfg: DictConfig, stages: Sequence[str], ds, folder: Path, llms: 
     if failures: summary["stage_failures"] = failures
     return summary
 
-
+# %% ../../nbs/07_pipeline.ipynb #6b37d7cc_1
 def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, ds=None, llm: LLM | None = None,
                llms: dict[str, LLM] | None = None) -> Path:
     """Run one system (cfg.system) through the stages; returns its run folder. `llm` is the lab's LLM (LLM-built indexes,
@@ -509,7 +509,7 @@ def system_configs(cfg_or_overrides) -> list[DictConfig]:
     names = list(cfg.systems) if cfg.get("systems") else [cfg.system.name]
     return [compose(overrides + [f"system={n}"]) if n != cfg.system.name else cfg for n in names]
 
-
+# %% ../../nbs/07_pipeline.ipynb #6b37d7cc_2
 def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> list[Path]:
     """Compose the configuration and run every system it names; returns the run folders.
     `stages`: None = the experiment's `stages` if it sets them, else the retrieval stages. One LLM per distinct role config

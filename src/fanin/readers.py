@@ -42,7 +42,7 @@ def fit_evidence(units: list[Unit], budget_tokens: int, count) -> tuple[str, dic
                   "tokens_shown": used, "budget_tokens": budget_tokens,
                   "truncated": first_cut or shown < len(units), "first_unit_cut": first_cut}
 
-
+# %% ../../nbs/12_readers.ipynb #9d99c2af_1
 class Reader:
     """Question + pack -> answer, through the LLM layer; closed-book packs get the hint prompt.
     The evidence budget is in tokens of the reader model's own tokenizer: its context window minus the prompt (with no
