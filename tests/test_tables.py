@@ -77,3 +77,15 @@ def test_adding_a_table_is_a_driver_and_a_config(tmp_path, monkeypatch):
     assert read_table(paths[""]).k.tolist() == [1] and read_table(paths["twice"]).k.tolist() == [2]
     assert paths[""].read_text().startswith(f"# setting: hello: paths.outputs={tmp_path / 'out'}")
     sys.modules.pop("mytables", None)
+
+
+@pytest.mark.filterwarnings("ignore:WildGraphBench")
+def test_embedding_cache_table_shows_a_window_embedded_once(tmp_path):
+    "dense embeds the fixture's windows; hybrid, built next over the same chunks, embeds none of them again (issue 19)."
+    from fanin.config import resolve_path
+    ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path}", "progress=false", "systems=[dense,hybrid]",
+          "experiment_name=ec", f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1"]
+    main(["run", "--stages", "index,retrieve,evaluate", "experiment=paper", *ov])
+    t = read_table(run_table("embedding_cache", ov)[""]).set_index("system")
+    assert t.loc["dense", "misses"] > 0 and t.loc["dense", "hits"] == 0 and t.loc["dense", "hit_rate"] == 0
+    assert t.loc["hybrid", "misses"] == 0 and t.loc["hybrid", "hits"] == t.loc["dense", "misses"] and t.loc["hybrid", "hit_rate"] == 1

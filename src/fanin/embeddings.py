@@ -22,8 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: models co
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # %% auto #0
-__all__ = ['MAX_TOKENS', 'DIM', 'ONNX_RECIPE', 'minilm_dir', 'minilm_tokenizer', 'default_threads', 'Embedder', 'TorchMiniLM',
-           'minilm_onnx', 'OnnxMiniLM', 'text_key', 'EmbeddingCache', 'embed_with_cache']
+__all__ = ['MAX_TOKENS', 'DIM', 'ONNX_RECIPE', 'EMBED_STAT_KEYS', 'minilm_dir', 'minilm_tokenizer', 'default_threads', 'Embedder',
+           'TorchMiniLM', 'minilm_onnx', 'OnnxMiniLM', 'text_key', 'EmbeddingCache', 'add_embed_stats',
+           'embed_with_cache']
 
 # %% ../../nbs/04_embeddings.ipynb #4de7e97c
 MAX_TOKENS = 256
@@ -375,6 +376,15 @@ class EmbeddingCache:
     def __repr__(self): return f"EmbeddingCache({str(self.path)!r})"
 
 # %% ../../nbs/04_embeddings.ipynb #c8bcb403
+EMBED_STAT_KEYS = ("texts", "distinct", "hits", "misses", "embedded_tokens", "embed_seconds")
+
+
+def add_embed_stats(acc: dict, st: dict) -> dict:
+    "Add one `embed_with_cache` call's counts to a system's running total (`System.embed_stats`); returns `acc`."
+    for k in EMBED_STAT_KEYS: acc[k] = round(acc.get(k, 0) + st.get(k, 0), 4)
+    return acc
+
+
 def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None, progress: bool = False,
                      commit_every: int = 256) -> tuple[np.ndarray, dict]:
     """Embed `texts` with `embedder`, reusing and filling `cache`; returns (matrix in input order, stats).

@@ -20,7 +20,7 @@ from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
 # %% auto #0
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
            'table_config', 'table_overrides', 'run_table', 'question_domains', 'cost_table', 'costs', 'spacy_version',
-           'graal_table1', 'estimator_table', 'routing', 'paradigms']
+           'graal_table1', 'estimator_table', 'routing', 'paradigms', 'embedding_cache_table', 'embedding_cache']
 
 # %% ../../nbs/35_experiments.ipynb #ex04
 def planned_runs(overrides) -> list[Path]:
@@ -268,3 +268,28 @@ def paradigms(overrides) -> Table:
     setting = "paradigms: " + setting_line(manifests(folders)) + (f"; llm={'/'.join(llms)}" if llms else "")
     parts = {p: g.drop(columns="paradigm") for p, g in t.groupby("paradigm", sort=False) if (g.status == "ok").any()}
     return Table(t, setting, {**parts, "composition": pack_composition(folders)})
+
+# %% ../../nbs/35_experiments.ipynb #ex22
+def embedding_cache_table(folders) -> pd.DataFrame:
+    "One row per run folder and domain whose index embedded anything: texts, distinct, hits, misses, hit rate, embed seconds."
+    rows = []
+    for f in map(Path, folders):
+        man = json.loads((f / "manifest.json").read_text())
+        for dom, st in (man.get("index") or {}).items():
+            e = st.get("embedding_cache")
+            if not e: continue
+            rows.append({"system": man["system"], "domain": dom, "loaded": bool(st.get("loaded")), "texts": e.get("texts"),
+                         "distinct": e.get("distinct"), "hits": e.get("hits"), "misses": e.get("misses"), "hit_rate": e.get("hit_rate"),
+                         "embedded_tokens": e.get("embedded_tokens"), "embed_seconds": e.get("embed_seconds")})
+    return pd.DataFrame(rows, columns=["system", "domain", "loaded", "texts", "distinct", "hits", "misses", "hit_rate",
+                                       "embedded_tokens", "embed_seconds"])
+
+
+def embedding_cache(overrides) -> Table:
+    "Driver: the embedding cache's hits and misses of every index an experiment's finished runs built."
+    from fanin.lab_report import manifests, setting_line
+    folders = finished_runs(overrides)
+    t = embedding_cache_table(folders)
+    tot = t[~t.loaded] if len(t) else t
+    hits, miss = (int(tot.hits.sum()), int(tot.misses.sum())) if len(tot) else (0, 0)
+    return Table(t, f"embedding cache: {hits} hits, {miss} embedded in the builds listed; " + setting_line(manifests(folders)))

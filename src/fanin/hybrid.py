@@ -51,6 +51,7 @@ class HybridSystem(ChunkedSystem):
             if sub is not None: sub.mkdir(parents=True, exist_ok=True)
             info[half.name.split(".")[-1]] = half._build(corpus, sub)
         self.chunks = self.bm25.chunks
+        self.embed_stats = dict(self.dense.embed_stats)   # the dense half's embedding counts are this build's
         assert [(c.doc_id, c.start, c.end) for c in self.chunks] == [(c.doc_id, c.start, c.end) for c in self.dense.chunks]
         if folder is not None: self._save_chunks(folder)
         return {"n_units": len(self.chunks), "vocabulary": info["bm25"].get("vocabulary"),

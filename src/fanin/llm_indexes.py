@@ -54,10 +54,12 @@ def write_failures(folder, failures: list[dict]):
         (Path(folder) / "failures.jsonl").write_text("".join(json.dumps(x) + "\n" for x in failures))
 
 
-def embed_texts(embedder, texts: list[str], cache_path=None) -> np.ndarray:
-    from fanin.embeddings import EmbeddingCache, embed_with_cache
+def embed_texts(embedder, texts: list[str], cache_path=None, stats: dict | None = None) -> np.ndarray:
+    "Vectors of `texts` through the embedding cache; `stats` (a system's `embed_stats`) gets this call's counts."
+    from fanin.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
     if not texts: return np.zeros((0, embedder.dim), dtype=np.float32)
-    vecs, _ = embed_with_cache(embedder, texts, EmbeddingCache(cache_path) if cache_path else None, progress=False)
+    vecs, st = embed_with_cache(embedder, texts, EmbeddingCache(cache_path) if cache_path else None, progress=False)
+    if stats is not None: add_embed_stats(stats, st)
     return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
@@ -117,7 +119,7 @@ class RaptorSystem(ChunkedSystem):
         texts = [self.chunk_text(i) for i in range(len(self.chunks))]
         docs = [[c.doc_id] for c in self.chunks]
         levels = [0] * len(texts)
-        vecs = [embed_texts(self.embedder, texts, self.cache_path)]
+        vecs = [embed_texts(self.embedder, texts, self.cache_path, self.embed_stats)]
         layer, failures = list(range(len(texts))), []
         for level in range(1, self.max_levels + 1):
             if len(layer) < self.min_nodes: break
@@ -134,7 +136,7 @@ class RaptorSystem(ChunkedSystem):
                 new.append(len(texts)); texts.append(summary); levels.append(level)
                 docs.append(sorted({d for i in g for d in docs[i]}))
             if not new: break
-            vecs.append(embed_texts(self.embedder, [texts[i] for i in new], self.cache_path))
+            vecs.append(embed_texts(self.embedder, [texts[i] for i in new], self.cache_path, self.embed_stats))
             layer = new
         V = np.concatenate(vecs)
         self.texts, self.docs, self.levels = texts, docs, levels
@@ -183,7 +185,7 @@ class MemorySystem(ChunkedSystem):
             for m in [str(x).strip() for x in (parsed or {}).get("memories", [])][: self.max_entries]:
                 if m: entries.append(m); owner.append(i)
         self.entries, self.owner = entries, np.asarray(owner, dtype=np.int64)
-        V = embed_texts(self.embedder, entries, self.cache_path)
+        V = embed_texts(self.embedder, entries, self.cache_path, self.embed_stats)
         self.faiss_index = faiss.IndexFlatIP(self.embedder.dim)
         if len(V): self.faiss_index.add(V)
         if folder is not None:
@@ -259,7 +261,7 @@ class CommunitySystem(ChunkedSystem):
             if err or not text or not ds:
                 failures.append({"community": ci, "error": err or ("empty report" if not text else "no source sentence")}); continue
             self.reports.append(text); self.report_docs.append(ds); self.report_community.append(ci)
-        V = embed_texts(self.embedder, self.reports, self.cache_path)
+        V = embed_texts(self.embedder, self.reports, self.cache_path, self.embed_stats)
         self.report_index = faiss.IndexFlatIP(self.embedder.dim)
         if len(V): self.report_index.add(V)
         self._chunk_entities()

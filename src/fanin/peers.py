@@ -353,6 +353,9 @@ class PeerSystem(System):
         env_s = time.perf_counter() - t0
         before = self.llm.ledger.totals() if self.llm is not None else None
         proc = self._ensure_proc()
+        from fanin.gateway import Gateway
+        counted = isinstance(self.gateway, Gateway)   # an `Endpoint` handed over as is counts nothing
+        emb0 = self.gateway.usage("index", self.name) if counted else {}
         start_s = time.perf_counter() - t0 - env_s
         work = Path(folder if folder is not None else tempfile.mkdtemp(prefix=f"{self.name}-")) / "peer"
         t1 = time.perf_counter()
@@ -360,6 +363,12 @@ class PeerSystem(System):
                        "docs": [{"id": d.id, "title": d.title, "text": d.text} for d in corpus]}, self.timeout_s)
         self.workdir = work
         st = r.get("stats", {})
+        if counted:   # the peer's embeddings went through the gateway, and so through the lab's embedding cache
+            emb1 = self.gateway.usage("index", self.name)
+            d = {k: emb1.get(k, 0) - emb0.get(k, 0) for k in ("embedding_texts", "embedding_hits", "embedding_misses", "embedded_tokens")}
+            if d["embedding_texts"]:
+                self.embed_stats = {"texts": d["embedding_texts"], "hits": d["embedding_hits"], "misses": d["embedding_misses"],
+                                    "embedded_tokens": d["embedded_tokens"]}
         return {"package": self.env.lock.package, "version": self.env.lock.version, "mode": self.mode, "lock_sha": self.env.lock.sha,
                 "env_setup_seconds": self.env.setup_seconds, "env_built_now": self.env.built_now, "adapter_start_seconds": round(start_s, 2),
                 "peer_index_seconds": round(time.perf_counter() - t1, 3), "n_units": st.get("n_units", st.get("n_chunks", 0)), "peer": st,

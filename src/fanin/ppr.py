@@ -95,11 +95,12 @@ class PPRSystem(ChunkedSystem):
         "Pairs of frequent entity names whose embeddings' cosine similarity reaches the threshold."
         if self.embedder is None or self.synonym_threshold is None: return []
         import faiss
-        from fanin.embeddings import EmbeddingCache, embed_with_cache
+        from fanin.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
         cand = [n for n in names if counts[n] >= self.synonym_min_mentions]
         if len(cand) < 2: return []
         cache = EmbeddingCache(self.cache_path) if self.cache_path else None
-        vecs, _ = embed_with_cache(self.embedder, cand, cache, progress=False)
+        vecs, st = embed_with_cache(self.embedder, cand, cache, progress=False)
+        add_embed_stats(self.embed_stats, st)
         index = faiss.IndexFlatIP(vecs.shape[1]); index.add(np.ascontiguousarray(vecs, dtype=np.float32))
         D, I = index.search(np.ascontiguousarray(vecs, dtype=np.float32), min(len(cand), self.synonym_neighbors + 1))
         return sorted({(cand[a], cand[b]) if cand[a] < cand[b] else (cand[b], cand[a])

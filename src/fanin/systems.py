@@ -55,6 +55,14 @@ class System:
         self.corpus: Corpus | None = None
         self.store: Path | None = None
         self._stats: dict = {}
+        self.embed_stats: dict = {}   # what this build's embeddings cost (`fanin.embeddings.add_embed_stats`): texts, hits, misses
+
+    def _embedding_info(self) -> dict:
+        "`embedding_cache` for index.json: the build's embedding counts and its cache hit rate (empty when it embedded nothing)."
+        s = self.embed_stats
+        if not s: return {}
+        looked = s["hits"] + s["misses"]
+        return {"embedding_cache": {**s, "hit_rate": round(s["hits"] / looked, 4) if looked else None}}
 
     # subclasses implement _build(corpus, folder) and _load(folder); stateless systems need neither
     def _build(self, corpus: Corpus, folder: Path) -> dict: return {}
@@ -63,10 +71,11 @@ class System:
     def index(self, corpus: Corpus, store=None) -> "System":
         "Build (or load, when `store` holds a finished index) this system's index over `corpus`."
         self.corpus = corpus
+        self.embed_stats = {}
         t0 = time.perf_counter()
         if store is None:
             info = self._build(corpus, None)
-            self._stats = {"index_seconds": time.perf_counter() - t0, "index_bytes": 0, "loaded": False, **info}
+            self._stats = {"index_seconds": time.perf_counter() - t0, "index_bytes": 0, "loaded": False, **info, **self._embedding_info()}
             return self
         store = Path(store)
         self.store = store
@@ -88,7 +97,7 @@ class System:
         tmp.mkdir(parents=True)
         info = self._build(corpus, tmp)
         meta = {"system": self.name, "format": self.index_format, "corpus": corpus.name, "corpus_docs": len(corpus),
-                "index_seconds": round(time.perf_counter() - t0, 4), **info}
+                "index_seconds": round(time.perf_counter() - t0, 4), **info, **self._embedding_info()}
         meta["index_bytes"] = dir_bytes(tmp)
         (tmp / "index.json").write_text(json.dumps(meta, indent=1))
         shutil.rmtree(store, ignore_errors=True)
@@ -248,7 +257,6 @@ class DenseSystem(ChunkedSystem):
         self.embedder, self.window_tokens = embedder, window_tokens
         self.cache_path, self.progress = cache_path, progress
         self.faiss_index, self.window_owner = None, None
-        self.embed_stats: dict = {}
 
     def _windows(self):
         texts, owner = [], []
@@ -260,18 +268,19 @@ class DenseSystem(ChunkedSystem):
 
     def _build(self, corpus, folder):
         import faiss
-        from fanin.embeddings import EmbeddingCache, embed_with_cache
+        from fanin.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
         self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
         texts, self.window_owner = self._windows()
         cache = EmbeddingCache(self.cache_path) if self.cache_path else None
-        vecs, self.embed_stats = embed_with_cache(self.embedder, texts, cache, progress=self.progress)
+        vecs, st = embed_with_cache(self.embedder, texts, cache, progress=self.progress)
+        add_embed_stats(self.embed_stats, st)
         self.faiss_index = faiss.IndexFlatIP(self.embedder.dim)
         if len(vecs): self.faiss_index.add(np.ascontiguousarray(vecs, dtype=np.float32))
         if folder is not None:
             self._save_chunks(folder)
             np.save(folder / "window_owner.npy", self.window_owner)
             faiss.write_index(self.faiss_index, str(folder / "windows.faiss"))
-        return {"n_units": len(self.chunks), "n_windows": len(texts), "embedder": self.embedder.name, **self.embed_stats}
+        return {"n_units": len(self.chunks), "n_windows": len(texts), "embedder": self.embedder.name, **st}
 
     def _load(self, folder):
         import faiss

@@ -70,7 +70,7 @@ class WikiSystem(DenseSystem):
             if not sources: failures.append({"theme_chunks": ids, "error": "page cites no passage it was given"}); continue
             pages.append({"title": str(parsed.get("title", "")), "text": "\n".join(t for t in text if t), "sources": sorted(sources)})
         self.pages = pages
-        P = embed_texts(self.embedder, [p["text"] for p in pages], self.cache_path)
+        P = embed_texts(self.embedder, [p["text"] for p in pages], self.cache_path, self.embed_stats)
         self.page_index = faiss.IndexFlatIP(self.embedder.dim)
         if len(P): self.page_index.add(P)
         if folder is not None:
