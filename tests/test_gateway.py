@@ -277,3 +277,24 @@ def test_concurrent_peer_calls_wait_for_the_llms_slots_and_hits_never_wait(tmp_p
         with ThreadPoolExecutor(8) as ex:
             assert list(ex.map(ask, range(8))) == [f"ok q{i}" for i in range(8)]
         assert len(s.chats()) == 9 and gw.usage("index")["cache_hits"] == 8 and time.perf_counter() - t0 < 2
+
+
+def test_an_empty_reply_reaches_the_peer_and_replays_without_a_model_call(tmp_path):
+    """The model saying nothing (content "", finish_reason stop) is its real output: the peer gets it as a 200 (a 5xx would stop
+    a peer that does not retry, and greedy decoding gives the same empty reply on every retry); the lab's own callers still see
+    a failure, and the reply is replayed to peers from the one cache, so a rebuild calls no model."""
+    from fanin.llm import EmptyReply
+    with served(tmp_path, standin={"reply": lambda body: ""}) as (s, llm, gw):
+        peer = openai.OpenAI(base_url=gw.url_for("index", system="peerE"), api_key=gw.token, max_retries=0)
+        r = peer.chat.completions.create(model="x", messages=Q, temperature=0)
+        assert r.choices[0].message.content == "" and r.choices[0].finish_reason == "stop"
+        n = len(s.chats())
+        r2 = peer.chat.completions.create(model="x", messages=Q, temperature=0)
+        assert r2.choices[0].message.content == "" and len(s.chats()) == n, "the replay asked the model again"
+        assert gw.usage("index", "peerE")["empty_replies"] == 2 and len(llm.cache) == 0
+        with pytest.raises(EmptyReply):   # the lab's own caller: a failure, never served from the empty-reply record
+            llm.chat(Q, temperature=0)
+    with served(tmp_path / "f", standin={"reply": lambda body: ""}, empty_replies="fail") as (s, llm, gw):
+        peer = openai.OpenAI(base_url=gw.url_for("index", system="peerF"), api_key=gw.token, max_retries=0)
+        with pytest.raises(openai.InternalServerError):
+            peer.chat.completions.create(model="x", messages=Q, temperature=0)

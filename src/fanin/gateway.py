@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .embeddings import EmbeddingCache, embed_with_cache
-from .llm import LLM, EndpointError, LLMError, Reply
+from .llm import LLM, EmptyReply, EndpointError, LLMError, Reply
 
 # %% auto #0
 __all__ = ['SAMPLING_PARAMS', 'GATEWAY_FIELDS', 'BadRequest', 'chat_arguments', 'completion', 'stream_events', 'embedding_inputs',
@@ -149,8 +149,8 @@ def redact(text: str, secrets_: Sequence[str] = ()) -> str:
     return _KEYLIKE.sub("[redacted]", text)
 
 # %% ../../nbs/29_gateway.ipynb #gw10
-GATEWAY_FIELDS = ("chat_requests", "chat_errors", "embedding_requests", "embedding_texts", "embedding_hits", "embedding_misses",
-                  "embedded_tokens", "embedding_errors", "bad_requests", "unauthorized", "seconds")
+GATEWAY_FIELDS = ("chat_requests", "chat_errors", "empty_replies", "embedding_requests", "embedding_texts", "embedding_hits",
+                  "embedding_misses", "embedded_tokens", "embedding_errors", "bad_requests", "unauthorized", "seconds")
 _TAG = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,100}$")
 
 
@@ -163,11 +163,15 @@ class Gateway:
     what peers ask (e.g. `{"temperature": 0.0}`). stage, system: the ledger tags of requests whose URL and headers name none."""
     def __init__(self, llm: LLM, embedder=None, embedding_cache_path=None, host: str = "127.0.0.1", port: int | None = None,
                  max_tokens: int | None = None, overrides: dict | None = None, stage: str = "gateway", system: str = "",
-                 start_llm: bool = True, token: str | None = None, startup_timeout_s: float = 15.0):
+                 start_llm: bool = True, token: str | None = None, startup_timeout_s: float = 15.0, empty_replies: str = "pass"):
         self.llm, self.embedder, self.host, self.port = llm, embedder, host, port
         self.embedding_cache = EmbeddingCache(embedding_cache_path) if (embedder is not None and embedding_cache_path) else None
         self.max_tokens, self.overrides = max_tokens, dict(overrides or {})
         self.stage, self.system, self.start_llm, self.startup_timeout_s = stage, system, start_llm, startup_timeout_s
+        if empty_replies not in ("pass", "fail"): raise ValueError(f"empty_replies={empty_replies!r}: expected pass or fail")
+        # "pass": a reply the model left empty reaches the peer as it is, as from any OpenAI-compatible server (greedy decoding
+        # would give the same empty reply on every retry, and a 5xx would stop a peer that does not retry); "fail": a 502
+        self.empty_replies = empty_replies
         self.token = token or f"fanin-gw-{secrets.token_urlsafe(24)}"
         self._upstream = threading.BoundedSemaphore(max(1, int(getattr(llm, "concurrency", 1) or 1)))
         self._embed_lock, self._lock = threading.Lock(), threading.Lock()
@@ -302,13 +306,24 @@ class Gateway:
         kw = dict(args)
         messages = kw.pop("messages")
         llm = self.llm
+        request = key = None
         if llm.cache is not None:   # a cached reply never waits for an upstream slot
             request, key = llm.request(messages, **kw)
             s = request["sampling"]
-            if (s["temperature"] == 0 or s.get("seed") is not None) and llm.cache.get(key) is not None:
+            if not (s["temperature"] == 0 or s.get("seed") is not None): request = None   # not repeatable: nothing to replay
+            elif llm.cache.get(key) is not None:
                 return llm.chat(messages, stage=stage, system=system, **kw)
+            elif self.empty_replies == "pass" and (e := llm.cache.get_empty(key)) is not None:   # the model's empty reply, replayed
+                llm.ledger.add(stage, system, requests=1, cache_hits=1)
+                return Reply(e["text"], e["prompt_tokens"], e["completion_tokens"], e["latency_ms"], True, e["model"], key, e["finish_reason"])
         with self._upstream:
-            return llm.chat(messages, stage=stage, system=system, **kw)
+            try: return llm.chat(messages, stage=stage, system=system, **kw)
+            except EmptyReply as e:
+                if request is not None and self.empty_replies == "pass":
+                    r = e.reply
+                    llm.cache.put_empty(key, request, {"text": r.text, "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+                                                       "latency_ms": r.latency_ms, "model": r.model, "finish_reason": r.finish_reason})
+                raise
 
     async def _chat(self, request):
         from starlette.concurrency import run_in_threadpool
@@ -322,7 +337,12 @@ class Gateway:
             self._count(stage, system, bad_requests=1)
             return self._error(400, str(e), "invalid_request_error", e.param)
         try:
-            reply = await run_in_threadpool(self._chat_call, args, stage, system)
+            try: reply = await run_in_threadpool(self._chat_call, args, stage, system)
+            except EmptyReply as e:
+                if self.empty_replies != "pass": raise
+                reply = e.reply
+                self._count(stage, system, empty_replies=1)
+            if reply.cached and not reply.text: self._count(stage, system, empty_replies=1)   # an empty reply replayed
         except EndpointError as e:
             self._count(stage, system, chat_requests=1, chat_errors=1, seconds=time.perf_counter() - t0)
             return self._error(503, f"the lab's LLM endpoint cannot serve: {e}", "upstream_unavailable", code="endpoint_error", retry=False)

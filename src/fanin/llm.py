@@ -30,7 +30,7 @@ if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
 # %% auto #0
 __all__ = ['LEDGER_FIELDS', 'STRUCTURED_MODES', 'LLMError', 'EndpointError', 'request_key', 'LLMCache', 'Ledger',
-           'parse_json_reply', 'Reply', 'LLM']
+           'parse_json_reply', 'Reply', 'EmptyReply', 'LLM']
 
 # %% ../../nbs/11_llm.ipynb #11e59665
 class LLMError(RuntimeError):
@@ -58,6 +58,10 @@ class LLMCache:
         self._local = threading.local()
         self._conn().execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, request TEXT NOT NULL, "
                              "reply TEXT NOT NULL, created REAL NOT NULL)")
+        # replies the model left empty, kept apart: never served to the lab's own callers (for them an empty reply is a failure
+        # to retry), only to a peer through the gateway, so a peer's rebuild replays them without a model call
+        self._conn().execute("CREATE TABLE IF NOT EXISTS empty_replies (key TEXT PRIMARY KEY, request TEXT NOT NULL, "
+                             "reply TEXT NOT NULL, created REAL NOT NULL)")
 
     def _conn(self) -> sqlite3.Connection:
         c = getattr(self._local, "conn", None)
@@ -76,6 +80,14 @@ class LLMCache:
         if not (reply.get("text") or "").strip(): raise ValueError(f"refusing to cache an empty reply for key {key[:16]}")
         self._conn().execute("INSERT OR IGNORE INTO replies VALUES (?,?,?,?)",
                              (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time()))
+
+    def put_empty(self, key: str, request: dict, reply: dict):
+        self._conn().execute("INSERT OR IGNORE INTO empty_replies VALUES (?,?,?,?)",
+                             (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time()))
+
+    def get_empty(self, key: str) -> dict | None:
+        row = self._conn().execute("SELECT reply FROM empty_replies WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def __len__(self): return self._conn().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
@@ -174,6 +186,14 @@ class Reply:
         "The fields an output row keeps (no text, no parsed object)."
         return {"model": self.model, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "latency_ms": round(self.latency_ms, 1), "cached": self.cached, "cache_key": self.key[:16]}
+
+
+class EmptyReply(LLMError):
+    """The model answered with nothing (empty content, `finish_reason=stop`): an `LLMError` for the lab's own callers, never
+    cached; `reply` holds the empty reply so the peer gateway can pass it on as the model's real output."""
+    def __init__(self, reason: str, reply: Reply):
+        super().__init__(reason, raw="")
+        self.reply = reply
 
 
 _RETRYABLE_STATUS = {408, 409, 429}
@@ -473,8 +493,12 @@ class LLM:
             text, finish = (ch.message.content if ch.message else None) or "", ch.finish_reason
             if not text.strip():
                 hint = " (the completion budget was spent before any answer: raise max_tokens)" if finish == "length" else ""
-                last = LLMError(f"empty reply from {self.endpoint}: content is {'null' if ch.message is None or ch.message.content is None else 'empty'}, "
-                                f"finish_reason={finish}{hint}")
+                said = ch.message is not None and ch.message.content is not None and finish == "stop"
+                msg = (f"empty reply from {self.endpoint}: content is {'null' if ch.message is None or ch.message.content is None else 'empty'}, "
+                       f"finish_reason={finish}{hint}")
+                # the model chose to say nothing: a failure for the lab's readers and judges, but a real output a gateway may pass on
+                last = EmptyReply(msg, Reply(text, pt, ct, (time.perf_counter() - t0) * 1000, False, r.model or request["model"], key, finish)) \
+                    if said else LLMError(msg)
                 break
             ms = (time.perf_counter() - t0) * 1000
             self.ledger.add(stage, system, model_ms=round(ms))
