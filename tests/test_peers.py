@@ -331,3 +331,24 @@ def test_the_peers_experiment_composes():
     paired = {s for lab, peers in PARADIGMS.values() for s in (lab, *peers)}
     assert paired <= {c.system.name for c in cfgs}, "every system a paradigm table pairs is in the experiment"
     for c in cfgs: check_params(c)
+
+
+def test_a_peer_adapter_dies_with_the_lab_even_by_sigkill(tmp_path):
+    "A `kill -9` of the lab leaves no adapter running (it would hold the peer's environment and memory with nobody to answer)."
+    import os, signal, subprocess, sys, time
+    adapter = tmp_path / "adapter.py"
+    adapter.write_text("import json, time\nprint(json.dumps({'ok': True, 'op': 'hello'}), flush=True)\ntime.sleep(600)\n")
+    parent = tmp_path / "parent.py"
+    parent.write_text("import sys, time\nfrom fanin.peers import PeerProcess\n"
+                      f"p = PeerProcess(sys.executable, {str(adapter)!r}, {{}}, {str(tmp_path / 'a.log')!r}, 60)\n"
+                      "print(p.proc.pid, flush=True)\ntime.sleep(600)\n")
+    lab = subprocess.Popen([sys.executable, str(parent)], stdout=subprocess.PIPE, text=True)
+    child = int(lab.stdout.readline())
+    os.kill(lab.pid, signal.SIGKILL); lab.wait()
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        try: os.kill(child, 0)
+        except ProcessLookupError: break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL); raise AssertionError("the adapter outlived the lab")

@@ -22,8 +22,9 @@ from typing import Sequence
 from .llm import LLMError
 
 # %% auto #0
-__all__ = ['GGUF_TYPES', 'RECIPE_FIELDS', 'packaged_model', 'requantized', 'free_port', 'EmbeddedServer', 'model_recipe',
-           'verified_model', 'assemble_wheel_parts', 'assembled_model', 'model_stem', 'fetch_wheel_model']
+__all__ = ['GGUF_TYPES', 'RECIPE_FIELDS', 'packaged_model', 'requantized', 'free_port', 'die_with_parent', 'EmbeddedServer',
+           'model_recipe', 'verified_model', 'assemble_wheel_parts', 'assembled_model', 'model_stem',
+           'fetch_wheel_model']
 
 # %% ../../nbs/11a_local_models.ipynb #22387884
 def packaged_model(spec: str, model_dir=None) -> Path:
@@ -71,7 +72,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent():  # runs in the child before exec: SIGKILL (no graceful wait for a generation in flight) when the parent dies, even by SIGKILL
+def die_with_parent():  # runs in the child before exec: SIGKILL (no graceful wait for a generation in flight) when the parent dies, even by SIGKILL
     try: ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except OSError: pass
 
@@ -124,7 +125,7 @@ class EmbeddedServer:
                "--n_batch", str(self.n_batch), "--verbose", "False"]
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+                                     start_new_session=True, preexec_fn=die_with_parent)
         while time.perf_counter() - t0 < self.startup_timeout_s:
             if self.proc.poll() is not None:
                 code = self.proc.returncode; self.proc = None

@@ -208,7 +208,9 @@ class PeerProcess:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
+        from fanin.local_models import die_with_parent   # killed with the lab, even by SIGKILL: no adapter outlives its run
         self.proc = subprocess.Popen([str(python), "-u", str(adapter)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     preexec_fn=die_with_parent,
                                      env=env, text=True, encoding="utf-8", bufsize=1)
         self._lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
