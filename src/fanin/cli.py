@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("file"); sg.add_argument("--target", type=int, default=120); sg.add_argument("--max-tokens", type=int, default=180)
     sg.add_argument("--min-tokens", type=int, default=40)
     b = sub.add_parser("bench", help="index time, query latency, index bytes, peak memory; embedding throughput")
-    b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,dense,hybrid,long_context,oracle,closed_book")
+    b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,bm25s,dense,hybrid,long_context,oracle,closed_book")
     b.add_argument("--graph-domains", default="culture"); b.add_argument("--graph-systems", default="graph_retrieve,graal,ppr")
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
     b.add_argument("--peers", default="nano_graphrag,lightrag,mem0,raptor_li,ms_graphrag", help="peers benched on --peer-domain ('' = none)")
