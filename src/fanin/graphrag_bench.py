@@ -140,6 +140,25 @@ class GraphRAGBench:
     def instances(self, domain: str | None = None) -> list[Instance]:
         return [i for i in self._instances if domain in (None, i.domain)]
 
+    HUB = "Awesome-GraphRAG/GraphRAG-Bench"   # the dataset repository on the Hugging Face hub (no licence declared)
+
+    @classmethod
+    def fetch(cls, dest=None) -> Path:
+        """`fanin data graphrag_bench --dest PATH`: download the released folder from the hub into `dest` and check its layout
+        with the loader. Its data is not redistributed and declares no licence: for the user's own runs, never to be committed."""
+        if not dest: raise ConfigError("fanin data graphrag_bench needs --dest PATH (its data is not redistributed: keep it outside the repository)")
+        dest = Path(dest)
+        try:
+            from huggingface_hub import snapshot_download
+            snapshot_download(repo_id=cls.HUB, repo_type="dataset", local_dir=str(dest),
+                              allow_patterns=["questions/*", "textbooks/*", "textbooks/**"])
+        except Exception as e:
+            raise ConfigError(f"cannot fetch GraphRAG-Bench from the Hugging Face hub ({cls.HUB}): {type(e).__name__}: {str(e)[:200]}. "
+                              f"This needs huggingface.co, which this machine may not reach; with the released folder copied here by hand, "
+                              f"use dataset=graphrag_bench dataset.root={dest}")
+        cls(dest)   # the layout and every field, checked now
+        return dest
+
     def snapshot(self) -> dict:
         h = hashlib.sha1()
         for t in self.types: h.update((self.root / "questions" / f"{t}.jsonl").read_bytes())

@@ -174,6 +174,11 @@ class WildGraphBench:
     qtypes = ["single-fact", "multi-fact", "summary"]
     broad_qtypes = frozenset({"summary"})   # the k rule: summary questions get k_summary units (the paper retrieves more for them)
 
+    @staticmethod
+    def fetch(dest=None) -> Path:
+        "`fanin data`: the data at `dest` (default `default_root()`), cloned from its repository at the pinned commit if absent."
+        return fetch(Path(dest) if dest else default_root())
+
     def __init__(self, root=None, domains="all", clean: bool = True, name: str = DATASET, unresolved_refs: str = "warn"):
         self.root = resolve_root(root)
         if domains in (None, "all"): domains = DOMAINS
