@@ -854,6 +854,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'fanin.systems.DenseSystem': ('systems.html#densesystem', 'fanin/systems.py'),
                                'fanin.systems.DenseSystem.__init__': ('systems.html#densesystem.__init__', 'fanin/systems.py'),
                                'fanin.systems.DenseSystem._build': ('systems.html#densesystem._build', 'fanin/systems.py'),
+                               'fanin.systems.DenseSystem._document_windows': ( 'systems.html#densesystem._document_windows',
+                                                                                'fanin/systems.py'),
                                'fanin.systems.DenseSystem._load': ('systems.html#densesystem._load', 'fanin/systems.py'),
                                'fanin.systems.DenseSystem._windows': ('systems.html#densesystem._windows', 'fanin/systems.py'),
                                'fanin.systems.DenseSystem.retrieve': ('systems.html#densesystem.retrieve', 'fanin/systems.py'),

@@ -252,18 +252,37 @@ class DenseSystem(ChunkedSystem):
     name = "dense"
 
     def __init__(self, embedder, name="dense", chunk_tokens=1200, chunk_overlap=100, window_tokens=200,
-                 cache_path=None, progress: bool = False):
+                 cache_path=None, progress: bool = False, windows: str = "chunk"):
         super().__init__(name, chunk_tokens, chunk_overlap)
-        self.embedder, self.window_tokens = embedder, window_tokens
+        if windows not in ("chunk", "document"): raise ValueError(f"system.windows={windows!r}: expected chunk or document")
+        self.embedder, self.window_tokens, self.windows = embedder, window_tokens, windows
         self.cache_path, self.progress = cache_path, progress
         self.faiss_index, self.window_owner = None, None
 
     def _windows(self):
+        "(window texts, owning chunk of each): windows cut inside each chunk (`chunk`), or once per document (`document`)."
+        if self.windows == "document": return self._document_windows()
         texts, owner = [], []
         for i in range(len(self.chunks)):
             t = self.chunk_text(i)
             for a, b in chunk_spans(t, self.window_tokens, 0):
                 texts.append(t[a:b]); owner.append(i)
+        return texts, np.asarray(owner, dtype=np.int64)
+
+    def _document_windows(self):
+        """Each document windowed once, `window_tokens` per window and no overlap, so the text two chunks share is embedded once,
+        not once per chunk. A window belongs to the chunk that holds its middle (the earlier one inside an overlap)."""
+        from bisect import bisect_right
+        by_doc: dict[str, list[int]] = {}
+        for i, c in enumerate(self.chunks): by_doc.setdefault(c.doc_id, []).append(i)
+        texts, owner = [], []
+        for d, idx in by_doc.items():
+            t, starts = self.corpus[d].text, [self.chunks[i].start for i in idx]
+            for a, b in chunk_spans(t, self.window_tokens, 0):
+                mid = (a + b) // 2
+                j = max(0, bisect_right(starts, mid) - 1)
+                while j > 0 and self.chunks[idx[j - 1]].end > mid: j -= 1
+                texts.append(t[a:b]); owner.append(idx[j])
         return texts, np.asarray(owner, dtype=np.int64)
 
     def _build(self, corpus, folder):
