@@ -67,6 +67,11 @@ def test_the_lab_runs_on_it_end_to_end(tmp_path):
     assert acc["gb-MC-0001"] == 100 and acc["gb-MC-0002"] == 0          # B is right for the aquifer, wrong for Ohm's law
     assert acc["gb-MS-0001"] == 100 and acc["gb-TF-0001"] == 100 and acc["gb-TF-0002"] == 0
     assert all(r["scores"]["r"] == 100 and "ar" in r["scores"] for r in rows)   # the rationale graded by the judge LLM
+    from fanin.experiments import run_table
+    from fanin.lab_report import read_table
+    t = read_table(run_table("graphrag_bench_scores", ov)[""]).set_index("qtype")   # the registered table (driver + config only)
+    assert set(t.index) == {"FB", "MC", "MS", "TF", "OE"} and t.loc["MC", "accuracy"] == 50 and t.loc["TF", "accuracy"] == 50
+    assert (t.r == 100).all() and (t.system == "bm25").all()
 
 
 def test_fanin_data_graphrag_bench_fetches_then_checks_or_says_why(tmp_path, monkeypatch, capsys):

@@ -215,6 +215,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'fanin.experiments.estimator_table': ('experiments.html#estimator_table', 'fanin/experiments.py'),
                                    'fanin.experiments.finished_runs': ('experiments.html#finished_runs', 'fanin/experiments.py'),
                                    'fanin.experiments.graal_table1': ('experiments.html#graal_table1', 'fanin/experiments.py'),
+                                   'fanin.experiments.graphrag_bench_scores': ( 'experiments.html#graphrag_bench_scores',
+                                                                                'fanin/experiments.py'),
                                    'fanin.experiments.paradigms': ('experiments.html#paradigms', 'fanin/experiments.py'),
                                    'fanin.experiments.planned_runs': ('experiments.html#planned_runs', 'fanin/experiments.py'),
                                    'fanin.experiments.question_domains': ('experiments.html#question_domains', 'fanin/experiments.py'),

@@ -20,7 +20,8 @@ from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
 # %% auto #0
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
            'table_config', 'table_overrides', 'run_table', 'question_domains', 'cost_table', 'costs', 'spacy_version',
-           'graal_table1', 'estimator_table', 'routing', 'paradigms', 'embedding_cache_table', 'embedding_cache']
+           'graal_table1', 'estimator_table', 'routing', 'paradigms', 'embedding_cache_table', 'embedding_cache',
+           'graphrag_bench_scores']
 
 # %% ../../nbs/35_experiments.ipynb #ex04
 def planned_runs(overrides) -> list[Path]:
@@ -293,3 +294,18 @@ def embedding_cache(overrides) -> Table:
     tot = t[~t.loaded] if len(t) else t
     hits, miss = (int(tot.hits.sum()), int(tot.misses.sum())) if len(tot) else (0, 0)
     return Table(t, f"embedding cache: {hits} hits, {miss} embedded in the builds listed; " + setting_line(manifests(folders)))
+
+# %% ../../nbs/35_experiments.ipynb #ex24
+def graphrag_bench_scores(overrides) -> Table:
+    "Driver: GraphRAG-Bench's accuracy by question type, R and AR of an experiment's answers judged by `graphrag_bench`."
+    from fanin.judges import answer_table
+    from fanin.lab_report import answer_dirs, answer_setting_line
+    folders = finished_runs(overrides)
+    dirs = answer_dirs(folders)
+    if not dirs: raise ConfigError(f"no judged answers in {folders[0].parent}: run the answer and judge stages with answer.judges=[graphrag_bench]")
+    df = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in dirs], ignore_index=True)
+    df = df[df.judge == "graphrag_bench"]
+    if df.empty: raise ConfigError("no graphrag_bench judgments among the answers: add answer.judges=[graphrag_bench] and rerun the judge stage")
+    t = answer_table(df, ["system", "qtype"])
+    keep = ["system", "qtype", "questions", "judged", "missing", "accuracy", "r", "ar", "truncated_share", "tokens_shown_share"]
+    return Table(t[[c for c in keep if c in t]], "GraphRAG-Bench scores: " + answer_setting_line(folders))
