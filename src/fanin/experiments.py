@@ -46,7 +46,7 @@ def table_name(cfg) -> str:
     "Prefix of an experiment's tables, figures and metrics: the experiment name, plus the domains when not all of the dataset's."
     from fanin.components import load_dataset
     ds = load_dataset(cfg)
-    tag = domains_tag(ds.domains, getattr(ds, "all_domains", ds.domains))
+    tag = domains_tag(ds.domains, ds.all_domains)
     return cfg.experiment_name if tag == "all" else f"{cfg.experiment_name}-{tag}"
 
 # %% ../../nbs/35_experiments.ipynb #ex06
