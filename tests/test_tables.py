@@ -89,3 +89,15 @@ def test_embedding_cache_table_shows_a_window_embedded_once(tmp_path):
     t = read_table(run_table("embedding_cache", ov)[""]).set_index("system")
     assert t.loc["dense", "misses"] > 0 and t.loc["dense", "hits"] == 0 and t.loc["dense", "hit_rate"] == 0
     assert t.loc["hybrid", "misses"] == 0 and t.loc["hybrid", "hits"] == t.loc["dense", "misses"] and t.loc["hybrid", "hit_rate"] == 1
+
+
+@pytest.mark.filterwarnings("ignore:WildGraphBench")
+def test_the_sweep_writes_its_registered_table_and_figure(tmp_path):
+    "`fanin sweep` runs the notebook per (system, k) through papermill, then makes the registered table `topk` and its figure."
+    from fanin.cli import cmd_sweep
+    ov = [f"dataset.root={FIXTURE}", "sweep.domain=nature", "sweep.systems=[bm25]", "sweep.ks=[2,3]", f"paths.outputs={tmp_path}"]
+    cmd_sweep(ov)
+    t = read_table(tmp_path / "tables" / "topk.csv")
+    assert t.k.tolist() == [2, 3] and (t.system == "bm25").all() and (t.questions > 0).all()
+    assert (tmp_path / "tables" / "topk.csv").read_text().startswith("# setting: top-k sweep: data=wildgraphbench")
+    assert (tmp_path / "figures" / "topk_er_ep.png").stat().st_size > 0

@@ -10,8 +10,6 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from .config import ConfigError, compose, instantiate, resolve_path
 from .llm import LLMError
 from .experiments import finished_runs, planned_runs, table_name
@@ -19,7 +17,7 @@ from .pipeline import StageFailed
 
 # %% auto #0
 __all__ = ['cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics', 'cmd_tables', 'cmd_report',
-           'cmd_table', 'sweep_overrides', 'topk_frame', 'cmd_sweep', 'cmd_judge_check', 'build_parser', 'main']
+           'cmd_table', 'cmd_sweep', 'cmd_judge_check', 'build_parser', 'main']
 
 # %% ../../nbs/09_cli.ipynb #cl10
 def cmd_run(overrides, stages):
@@ -125,6 +123,7 @@ def cmd_report(overrides):
     setting = setting_line(manifests(folders))
     fig_er_ep_by_fan_in(fan_in_tables(df[df.status == "ok"], cfg.fan_in_bins)["by_fan_in_bin"],
                   out / "figures" / f"{name}_er_ep_by_fan_in.png", setting, cfg.fan_in_bins)
+    from fanin.experiments import topk_frame
     topk = topk_frame([o for o in overrides if o.startswith("paths.")])
     r = write_report(folders, name, cfg.fan_in_bins, data_dir=out / "data", topk=topk, out=out / "report.md")
     print(f"report: {r}")
@@ -138,30 +137,10 @@ def cmd_table(name, overrides):
     for p in paths.values(): print(f"table: {p}")
 
 # %% ../../nbs/09_cli.ipynb #cl13
-def sweep_overrides(overrides) -> list[str]:
-    "A sweep's overrides: the experiment given (e.g. `experiment=topk_graphs`), else `experiment=topk`."
-    overrides = list(overrides)
-    return overrides if any(o.startswith("experiment=") for o in overrides) else ["experiment=topk", *overrides]
-
-def topk_frame(overrides) -> pd.DataFrame | None:
-    "Overall ER/EP per (system, k) of the top-k sweep's runs that exist."
-    from fanin.pipeline import collect
-    base = sweep_overrides(overrides)
-    cfg = compose(base)
-    rows = []
-    for s in cfg.sweep.systems:
-        for k in cfg.sweep.ks:
-            ov = [*base, f"system={s}", f"k={k}", f"dataset.domains=[{cfg.sweep.domain}]"]
-            f = planned_runs(ov)[0]
-            if not (f / "metrics.csv").exists(): continue
-            m = collect([f]); m = m[m.status == "ok"]
-            rows.append({"system": s, "k": k, "domain": cfg.sweep.domain, "questions": len(m), "er": m.er.mean(), "ep": m.ep.mean(),
-                         "hit": m.hit.mean(), "pack_chars": m.pack_chars.mean(), "run_key": f.name})
-    return pd.DataFrame(rows) if rows else None
-
 def cmd_sweep(overrides, kernel="python3"):
     import papermill as pm
     from fanin.config import repo_root
+    from fanin.experiments import sweep_overrides
     base = sweep_overrides(overrides)
     cfg = compose(base)
     name = cfg.experiment_name  # topk: the flat systems (the DVC sweep stage); topk_graphs: the graph systems
@@ -175,12 +154,11 @@ def cmd_sweep(overrides, kernel="python3"):
             print(f"papermill: {dst.name} <- {ov}", flush=True)
             pm.execute_notebook(str(nb), str(dst), parameters={"overrides": ov}, kernel_name=kernel, progress_bar=False,
                                 cwd=str(repo_root() / "nbs"))
-    topk = topk_frame(base)
-    from fanin.lab_report import fig_topk, manifests, setting_line, write_table
-    out = resolve_path(cfg.paths.outputs)
-    setting = "top-k sweep: " + setting_line(manifests([out / name / r for r in topk.run_key]))
-    write_table(topk, out / "tables" / f"{name}.csv", setting)
-    fig_topk(topk, out / "figures" / f"{name}_er_ep.png", setting)
+    from fanin.experiments import run_table, table_names
+    from fanin.lab_report import fig_topk, read_table
+    paths = run_table(name if name in table_names() else "topk", base, out_name=name)   # the registered table topk / topk_graphs
+    topk, setting = read_table(paths[""]), paths[""].read_text(encoding="utf-8").splitlines()[0].removeprefix("# setting: ")
+    fig_topk(topk, resolve_path(cfg.paths.outputs) / "figures" / f"{name}_er_ep.png", setting)
     print(topk.to_string(index=False))
 
 # %% ../../nbs/09_cli.ipynb #cl14

@@ -21,7 +21,7 @@ from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
            'table_config', 'table_overrides', 'run_table', 'question_domains', 'cost_table', 'costs', 'spacy_version',
            'graal_table1', 'estimator_table', 'routing', 'paradigms', 'embedding_cache_table', 'embedding_cache',
-           'graphrag_bench_scores']
+           'graphrag_bench_scores', 'sweep_overrides', 'topk_frame', 'topk']
 
 # %% ../../nbs/35_experiments.ipynb #ex04
 def planned_runs(overrides) -> list[Path]:
@@ -309,3 +309,35 @@ def graphrag_bench_scores(overrides) -> Table:
     t = answer_table(df, ["system", "qtype"])
     keep = ["system", "qtype", "questions", "judged", "missing", "accuracy", "r", "ar", "truncated_share", "tokens_shown_share"]
     return Table(t[[c for c in keep if c in t]], "GraphRAG-Bench scores: " + answer_setting_line(folders))
+
+# %% ../../nbs/35_experiments.ipynb #ex26
+def sweep_overrides(overrides) -> list[str]:
+    "A sweep's overrides: the experiment given (e.g. `experiment=topk_graphs`), else `experiment=topk`."
+    overrides = list(overrides)
+    return overrides if any(o.startswith("experiment=") for o in overrides) else ["experiment=topk", *overrides]
+
+
+def topk_frame(overrides) -> pd.DataFrame | None:
+    "Overall ER/EP per (system, k) of the top-k sweep's runs that exist (None: none yet)."
+    from fanin.pipeline import collect
+    base = sweep_overrides(overrides)
+    cfg = compose(base)
+    rows = []
+    for s in cfg.sweep.systems:
+        for k in cfg.sweep.ks:
+            f = planned_runs([*base, f"system={s}", f"k={k}", f"dataset.domains=[{cfg.sweep.domain}]"])[0]
+            if not (f / "metrics.csv").exists(): continue
+            m = collect([f]); m = m[m.status == "ok"]
+            rows.append({"system": s, "k": k, "domain": cfg.sweep.domain, "questions": len(m), "er": m.er.mean(), "ep": m.ep.mean(),
+                         "hit": m.hit.mean(), "pack_chars": m.pack_chars.mean(), "run_key": f.name})
+    return pd.DataFrame(rows) if rows else None
+
+
+def topk(overrides) -> Table:
+    "Driver: the top-k sweep's table from its finished runs (`fanin sweep` makes them, then this table)."
+    from fanin.lab_report import manifests, setting_line
+    t = topk_frame(overrides)
+    if t is None: raise ConfigError(f"no finished run of the top-k sweep: run `fanin sweep {' '.join(overrides)}` first")
+    cfg = compose(sweep_overrides(overrides))
+    out = resolve_path(cfg.paths.outputs) / cfg.experiment_name
+    return Table(t, "top-k sweep: " + setting_line(manifests([out / r for r in t.run_key])))
