@@ -47,7 +47,7 @@ class HybridSystem(ChunkedSystem):
     def _build(self, corpus, folder):
         info = {}
         for half, sub in self._halves(folder):
-            half.corpus = corpus
+            half.corpus, half.embed_stats = corpus, {}   # this build's counts only
             if sub is not None: sub.mkdir(parents=True, exist_ok=True)
             info[half.name.split(".")[-1]] = half._build(corpus, sub)
         self.chunks = self.bm25.chunks
