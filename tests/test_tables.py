@@ -101,3 +101,18 @@ def test_the_sweep_writes_its_registered_table_and_figure(tmp_path):
     assert t.k.tolist() == [2, 3] and (t.system == "bm25").all() and (t.questions > 0).all()
     assert (tmp_path / "tables" / "topk.csv").read_text().startswith("# setting: top-k sweep: data=wildgraphbench")
     assert (tmp_path / "figures" / "topk_er_ep.png").stat().st_size > 0
+
+
+@pytest.mark.filterwarnings("ignore:WildGraphBench")
+def test_reader_judge_ablation_is_a_registered_table(tmp_path):
+    "The ablation's driver on the fixture: one stand-in reader, two deterministic judges; the tables and their parts are written."
+    from openai_standin import StandIn
+    with StandIn(model="reader", reply=lambda body: "The 2012 typhoon season had 25 named storms.") as r:
+        ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path}", "systems=[bm25]",
+              f"paths.llm_cache={tmp_path / 'llm.sqlite'}", "answer.per_domain_type=null", "answer.check_judges=false",
+              "reader_llm=vllm", f"reader_llm.base_url={r.base_url}", f"reader_llm.model={r.model}", "reader_llm.context_tokens=4000"]
+        paths = run_table("reader_judge_ablation", ov, params={"judges": [["proxy", []], ["keyfact", []]], "n_boot": 50})
+    assert set(paths) == {"", "accuracy_by_bin", "judge_agreement", "er_accuracy_r", "per_question"}
+    main_t = read_table(paths[""])
+    assert set(main_t.judge) == {"proxy", "keyfact"} and (main_t.system == "bm25").all()
+    assert paths[""].name == "reader_judge_ablation.csv" and "x proxy@" in paths[""].read_text().splitlines()[0]

@@ -218,6 +218,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'fanin.experiments.paradigms': ('experiments.html#paradigms', 'fanin/experiments.py'),
                                    'fanin.experiments.planned_runs': ('experiments.html#planned_runs', 'fanin/experiments.py'),
                                    'fanin.experiments.question_domains': ('experiments.html#question_domains', 'fanin/experiments.py'),
+                                   'fanin.experiments.reader_judge_ablation': ( 'experiments.html#reader_judge_ablation',
+                                                                                'fanin/experiments.py'),
                                    'fanin.experiments.routing': ('experiments.html#routing', 'fanin/experiments.py'),
                                    'fanin.experiments.run_table': ('experiments.html#run_table', 'fanin/experiments.py'),
                                    'fanin.experiments.spacy_version': ('experiments.html#spacy_version', 'fanin/experiments.py'),

@@ -21,7 +21,7 @@ from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
            'table_config', 'table_overrides', 'run_table', 'question_domains', 'cost_table', 'costs', 'spacy_version',
            'graal_table1', 'estimator_table', 'routing', 'paradigms', 'embedding_cache_table', 'embedding_cache',
-           'graphrag_bench_scores', 'sweep_overrides', 'topk_frame', 'topk']
+           'graphrag_bench_scores', 'sweep_overrides', 'topk_frame', 'topk', 'reader_judge_ablation']
 
 # %% ../../nbs/35_experiments.ipynb #ex04
 def planned_runs(overrides) -> list[Path]:
@@ -79,21 +79,26 @@ def table_config(name: str):
 
 
 def table_overrides(name: str, overrides=()) -> list[str]:
-    "The table's default experiment unless the user names one, then the user's overrides."
+    """The table's default experiment unless the user names one, its default `overrides`, then the user's overrides; a key set
+    twice keeps the last value (so a caller can change one default without repeating the others)."""
     tc = table_config(name)
     mine = not tc.get("experiment") or any(o.startswith("experiment=") for o in overrides)
-    return ([] if mine else [f"experiment={tc.experiment}"]) + list(overrides)
+    ov = ([] if mine else [f"experiment={tc.experiment}"]) + list(tc.get("overrides") or []) + list(overrides)
+    last = {o.split("=", 1)[0]: i for i, o in enumerate(ov)}
+    return [o for i, o in enumerate(ov) if last[o.split("=", 1)[0]] == i]
 
 
-def run_table(name: str, overrides=(), out_name: str | None = None) -> dict[str, Path]:
-    "Make the table `name` and write `outputs/tables/<out_name or name>.csv` and its parts; returns {part ('' = main): path}."
+def run_table(name: str, overrides=(), out_name: str | None = None, params: dict | None = None) -> dict[str, Path]:
+    """Make the table `name` and write `outputs/tables/<out_name or name>.csv` and its parts; returns {part ('' = main): path}.
+    `params`: keyword arguments for the driver, over the table config's `params`."""
     from hydra.utils import get_method
     from fanin.lab_report import write_table
     tc = table_config(name)
     ov = table_overrides(name, overrides)
     try: driver: Callable = get_method(tc._target_)
     except Exception as e: raise ConfigError(f"configs/table/{name}.yaml: _target_ {tc._target_!r} is not importable ({e})") from None
-    t = driver(ov)
+    kw = {**(OmegaConf.to_container(tc.params, resolve=True) if tc.get("params") else {}), **(params or {})}
+    t = driver(ov, **kw)
     if not isinstance(t, Table): raise TypeError(f"the driver {tc._target_} returned {type(t).__name__}, not a fanin.experiments.Table")
     out = resolve_path(compose(ov).paths.outputs) / "tables"
     stem = out_name or name
@@ -341,3 +346,32 @@ def topk(overrides) -> Table:
     cfg = compose(sweep_overrides(overrides))
     out = resolve_path(cfg.paths.outputs) / cfg.experiment_name
     return Table(t, "top-k sweep: " + setting_line(manifests([out / r for r in t.run_key])))
+
+# %% ../../nbs/35_experiments.ipynb #ex28
+def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max_failed_share: float = 0.1, n_boot: int = 2000,
+                          seed: int = 0) -> Table:
+    "Driver: every reader answers the same packs, every judge scores every reader's answers; the ablation's tables (see above)."
+    import json as _json
+    from fanin.ablation import ablation_tables
+    from fanin.judges import agreement_label
+    from fanin.lab_report import answer_dirs, answer_setting_line
+    from fanin.pipeline import run
+    base = list(overrides) + [f"answer.max_failed_share={max_failed_share}"]
+    run(base, stages=["index", "retrieve", "evaluate"])          # the packs, fixed for every reader and judge
+    frames, cards = [], []
+    for r_ov in readers:
+        run(base + list(r_ov), stages=["answer"])
+        for judge, j_ov in judges:
+            folders = run(base + list(r_ov) + list(j_ov) + [f"answer.judges=[{judge}]"], stages=["judge"])
+            for f in folders:
+                (d,) = answer_dirs([f])
+                am = pd.read_csv(d / "answer_metrics.csv")
+                er = pd.read_csv(f / "metrics.csv")[["instance_id", "er"]]
+                frames.append(am.merge(er, on="instance_id", how="left"))
+                jm = _json.loads((d / "manifest.json").read_text())["judges"][0]
+                cards.append(f"{am.reader_model.iloc[0]} x {judge}@{jm['model']}: {agreement_label(jm.get('agreement'))}")
+            cards.append(answer_setting_line(folders))
+    df = pd.concat(frames, ignore_index=True)
+    tables = ablation_tables(df, compose(base).fan_in_bins, n_boot=n_boot, seed=seed)
+    main = tables.pop("accuracy_overall")
+    return Table(main, " | ".join(dict.fromkeys(cards)), {**tables, "per_question": df})
