@@ -23,7 +23,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # %% auto #0
 __all__ = ['MAX_TOKENS', 'DIM', 'ONNX_RECIPE', 'EMBED_STAT_KEYS', 'minilm_dir', 'minilm_tokenizer', 'default_threads', 'Embedder',
-           'TorchMiniLM', 'minilm_onnx', 'OnnxMiniLM', 'text_key', 'EmbeddingCache', 'add_embed_stats',
+           'l2_normalise', 'TorchMiniLM', 'minilm_onnx', 'OnnxMiniLM', 'text_key', 'EmbeddingCache', 'add_embed_stats',
            'embed_with_cache']
 
 # %% ../../nbs/04_embeddings.ipynb #4de7e97c
@@ -70,7 +70,7 @@ def _count_tokens(tok, texts: list[str]) -> int:
     return sum(len(e.ids) for e in tok.encode_batch(list(texts), add_special_tokens=True))
 
 
-def _l2_normalise(x: np.ndarray) -> np.ndarray:
+def l2_normalise(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     n = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.maximum(n, 1e-12)
@@ -103,7 +103,7 @@ class TorchMiniLM:
         if not texts: return np.zeros((0, self.dim), dtype=np.float32)
         v = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
                               convert_to_numpy=True, normalize_embeddings=True)
-        return _l2_normalise(v)
+        return l2_normalise(v)
 
     def count_tokens(self, texts: list[str]) -> int:
         "Word pieces the model reads for `texts` (after truncation, specials included, no padding)."
@@ -281,7 +281,7 @@ class OnnxMiniLM:
                         stop.set(); raise
         finally:
             if bar is not None: bar.close()
-        return _l2_normalise(out)
+        return l2_normalise(out)
 
     def count_tokens(self, texts: list[str]) -> int:
         "Word pieces the model reads for `texts` (after truncation, specials included, no padding)."

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .embeddings import l2_normalise
 from .llm import EndpointError, LLMError
 
 
@@ -74,8 +75,7 @@ class OpenAICompatibleEmbedder:
         rows = sorted(r.data, key=lambda d: d.index)
         if len(rows) != len(texts):
             raise EmbeddingEndpointError(f"embeddings from {self.base_url} (model {self.model!r}): {len(rows)} vectors for {len(texts)} texts")
-        m = np.asarray([d.embedding for d in rows], dtype=np.float32)
-        m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+        m = l2_normalise([d.embedding for d in rows])
         tokens = int(getattr(getattr(r, "usage", None), "prompt_tokens", 0) or 0)
         return m, tokens
 

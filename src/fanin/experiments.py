@@ -304,11 +304,9 @@ def embedding_cache(overrides) -> Table:
 def graphrag_bench_scores(overrides) -> Table:
     "Driver: GraphRAG-Bench's accuracy by question type, R and AR of an experiment's answers judged by `graphrag_bench`."
     from fanin.judges import answer_table
-    from fanin.lab_report import answer_dirs, answer_setting_line
+    from fanin.lab_report import answer_metrics, answer_setting_line
     folders = finished_runs(overrides)
-    dirs = answer_dirs(folders)
-    if not dirs: raise ConfigError(f"no judged answers in {folders[0].parent}: run the answer and judge stages with answer.judges=[graphrag_bench]")
-    df = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in dirs], ignore_index=True)
+    df = answer_metrics(folders)
     df = df[df.judge == "graphrag_bench"]
     if df.empty: raise ConfigError("no graphrag_bench judgments among the answers: add answer.judges=[graphrag_bench] and rerun the judge stage")
     t = answer_table(df, ["system", "qtype"])

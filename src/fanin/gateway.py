@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .embeddings import EmbeddingCache, embed_with_cache
-from .llm import LLM, EmptyReply, EndpointError, LLMError, Reply
+from .llm import LLM, EndpointError, LLMError, Reply
 
 # %% auto #0
 __all__ = ['SAMPLING_PARAMS', 'GATEWAY_FIELDS', 'BadRequest', 'chat_arguments', 'completion', 'stream_events', 'embedding_inputs',
@@ -305,25 +305,12 @@ class Gateway:
     def _chat_call(self, args: dict, stage: str, system: str) -> Reply:
         kw = dict(args)
         messages = kw.pop("messages")
-        llm = self.llm
-        request = key = None
-        if llm.cache is not None:   # a cached reply never waits for an upstream slot
-            request, key = llm.request(messages, **kw)
-            s = request["sampling"]
-            if not (s["temperature"] == 0 or s.get("seed") is not None): request = None   # not repeatable: nothing to replay
-            elif llm.cache.get(key) is not None:
-                return llm.chat(messages, stage=stage, system=system, **kw)
-            elif self.empty_replies == "pass" and (e := llm.cache.get_empty(key)) is not None:   # the model's empty reply, replayed
-                llm.ledger.add(stage, system, requests=1, cache_hits=1)
-                return Reply(e["text"], e["prompt_tokens"], e["completion_tokens"], e["latency_ms"], True, e["model"], key, e["finish_reason"])
+        llm, allow_empty = self.llm, self.empty_replies == "pass"
+        request, key = llm.request(messages, **kw)
+        if llm.cached(request, key, allow_empty) is not None:   # a cached reply never waits for an upstream slot
+            return llm.chat(messages, stage=stage, system=system, allow_empty=allow_empty, **kw)
         with self._upstream:
-            try: return llm.chat(messages, stage=stage, system=system, **kw)
-            except EmptyReply as e:
-                if request is not None and self.empty_replies == "pass":
-                    r = e.reply
-                    llm.cache.put_empty(key, request, {"text": r.text, "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-                                                       "latency_ms": r.latency_ms, "model": r.model, "finish_reason": r.finish_reason})
-                raise
+            return llm.chat(messages, stage=stage, system=system, allow_empty=allow_empty, **kw)
 
     async def _chat(self, request):
         from starlette.concurrency import run_in_threadpool
@@ -337,12 +324,8 @@ class Gateway:
             self._count(stage, system, bad_requests=1)
             return self._error(400, str(e), "invalid_request_error", e.param)
         try:
-            try: reply = await run_in_threadpool(self._chat_call, args, stage, system)
-            except EmptyReply as e:
-                if self.empty_replies != "pass": raise
-                reply = e.reply
-                self._count(stage, system, empty_replies=1)
-            if reply.cached and not reply.text: self._count(stage, system, empty_replies=1)   # an empty reply replayed
+            reply = await run_in_threadpool(self._chat_call, args, stage, system)
+            if not reply.text: self._count(stage, system, empty_replies=1)   # the model said nothing (empty_replies: pass)
         except EndpointError as e:
             self._count(stage, system, chat_requests=1, chat_errors=1, seconds=time.perf_counter() - t0)
             return self._error(503, f"the lab's LLM endpoint cannot serve: {e}", "upstream_unavailable", code="endpoint_error", retry=False)

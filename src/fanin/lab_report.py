@@ -17,8 +17,9 @@ from .config import compose, resolve_path
 from .metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
-__all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs', 'answer_setting_line',
-           'oracle_title', 'answer_tables', 'fig_er_ep_by_fan_in', 'fig_topk', 'markdown_table', 'write_report']
+__all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs', 'answer_metrics',
+           'answer_setting_line', 'oracle_title', 'answer_tables', 'fig_er_ep_by_fan_in', 'fig_topk', 'markdown_table',
+           'write_report']
 
 # %% ../../nbs/08_lab_report.ipynb #e859884a
 def setting_line(manifests: Sequence[dict]) -> str:
@@ -80,6 +81,13 @@ def answer_dirs(folders) -> list[Path]:
     return out
 
 
+def answer_metrics(folders) -> pd.DataFrame:
+    "Every judged answer of the runs (their current answer folders' `answer_metrics.csv`), one frame; none is an error."
+    dirs = answer_dirs(folders)
+    if not dirs: raise FileNotFoundError(f"no judged answers under {', '.join(map(str, folders))}: run the answer and judge stages")
+    return pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in dirs], ignore_index=True)
+
+
 def answer_setting_line(folders) -> str:
     """The setting card of an answer table: retrieval setting, reader and its model, the evidence budget and how much of the
     packs the reader saw, every judge with its model and its measured agreement, prompt versions, calls, cache, tokens."""
@@ -119,9 +127,7 @@ def answer_tables(folders, name: str, out_dir=None) -> Path:
     "Answer scores of an experiment's runs by judge x system x fan-in bin / type, to `outputs/tables/<name>_answers_*.csv`."
     from fanin.judges import answer_table
     out_dir = Path(out_dir or resolve_path("outputs") / "tables")
-    dirs = answer_dirs(folders)
-    if not dirs: raise FileNotFoundError(f"no judged answers under {', '.join(map(str, folders))}: run the answer and judge stages")
-    df = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in dirs], ignore_index=True)
+    df = answer_metrics(folders)
     setting = oracle_title(df) + answer_setting_line(folders)
     for by in ("fan_in_bin", "qtype"):
         write_table(answer_table(df, ["judge", "judge_model", "system", by]), out_dir / f"{name}_answers_by_{by}.csv", setting)

@@ -434,15 +434,27 @@ class LLM:
         raise LLMError(f"could not negotiate the request parameters with {self.endpoint}")
 
     # -- calls -------------------------------------------------------------------------------------------------------------
-    def chat(self, messages: Sequence[dict], *, stage: str = "", system: str = "", prompt_version: str = "",
-             schema: dict | None = None, **sampling) -> Reply:
-        """One chat completion through the cache; raises LLMError (after retries) when it fails, its reply is empty or not
-        JSON, or its structured output cannot be repaired. Only non-empty replies are cached."""
-        request, key = self.request(messages, prompt_version=prompt_version, schema=schema, **sampling)
+    def cacheable(self, request: dict) -> bool:
+        "A request whose reply is kept and replayed: greedy (temperature 0) or seeded, and a cache to keep it in."
         s = request["sampling"]
-        cacheable = self.cache is not None and (s["temperature"] == 0 or s.get("seed") is not None)
+        return self.cache is not None and (s["temperature"] == 0 or s.get("seed") is not None)
+
+    def cached(self, request: dict, key: str, allow_empty: bool = False) -> dict | None:
+        "The cached reply of a request (with `allow_empty`, also an empty reply the model gave it), or None."
+        if not self.cacheable(request): return None
+        hit = self.cache.get(key)
+        return hit if hit is not None or not allow_empty else self.cache.get_empty(key)
+
+    def chat(self, messages: Sequence[dict], *, stage: str = "", system: str = "", prompt_version: str = "",
+             schema: dict | None = None, allow_empty: bool = False, **sampling) -> Reply:
+        """One chat completion through the cache; raises LLMError (after retries) when it fails, its reply is empty or not
+        JSON, or its structured output cannot be repaired. Only non-empty replies are cached. `allow_empty` (the peers'
+        gateway): an empty reply is returned, not raised, and kept apart in the cache (`empty_replies`) to be replayed only to
+        such callers; for everyone else it stays a failure to retry."""
+        request, key = self.request(messages, prompt_version=prompt_version, schema=schema, **sampling)
+        cacheable = self.cacheable(request)
         self.ledger.add(stage, system, requests=1)
-        hit = self.cache.get(key) if cacheable else None
+        hit = self.cached(request, key, allow_empty)
         if hit is not None:
             self.ledger.add(stage, system, cache_hits=1, replayed_prompt_tokens=hit["prompt_tokens"],
                             replayed_completion_tokens=hit["completion_tokens"], replayed_model_ms=round(hit.get("latency_ms") or 0))
@@ -454,7 +466,11 @@ class LLM:
             except EndpointError:
                 self.ledger.add(stage, system, failures=1)
                 raise
-            reply = self._call(request, key, stage, system)
+            try: reply = self._call(request, key, stage, system)
+            except EmptyReply as e:
+                if not allow_empty: raise
+                if cacheable: self.cache.put_empty(key, request, {k: v for k, v in asdict(e.reply).items() if k in _CACHED_FIELDS})
+                return e.reply
             if cacheable:
                 self.cache.put(key, request, {k: v for k, v in asdict(reply).items() if k in _CACHED_FIELDS})
         if schema is not None:
