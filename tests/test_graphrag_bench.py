@@ -50,8 +50,9 @@ def _reader_reply(body):
 
 def test_the_lab_runs_on_it_end_to_end(tmp_path):
     with StandIn(model="reader", reply=_reader_reply) as r, StandIn(model="judge", reply=lambda b: json.dumps({"grade": 1, "reason": "ok"})) as j:
-        ov = ["dataset=graphrag_bench", f"dataset.root={FX}", f"paths.outputs={tmp_path}", "progress=false", "experiment_name=gb",
-              "system=bm25", "answer.judges=[graphrag_bench]", "answer.check_judges=false",
+        # the registered experiment (configs/experiment/graphrag_bench_fixture.yaml: the fixture, the graphrag_bench judge), one system
+        ov = ["experiment=graphrag_bench_fixture", f"paths.outputs={tmp_path}", "progress=false", "experiment_name=gb",
+              "systems=[bm25]", "answer.check_judges=false",
               "reader_llm=vllm", f"reader_llm.base_url={r.base_url}", f"reader_llm.model={r.model}", "reader_llm.context_tokens=4000",
               "judge_llm=vllm", f"judge_llm.base_url={j.base_url}", f"judge_llm.model={j.model}"]
         try: main(["run", "--stages", "index,retrieve,evaluate,answer,judge"] + ov)

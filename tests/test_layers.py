@@ -32,3 +32,20 @@ def test_no_module_imports_a_higher_layer():
             if dep in level and level[dep] > level[p.stem] and not (p.stem, dep) == ("gateway", "pipeline"):
                 bad.append(f"{p.stem} -> {dep}: {line.strip()}")
     assert not bad, "imports from a higher layer (README, 'Where things live'):\n" + "\n".join(bad)
+
+
+def test_modules_and_functions_stay_readable():
+    "No module over 600 lines; a function over 60 lines says why it is kept whole in a comment right above it."
+    import ast
+    big, long = [], []
+    for p in sorted((ROOT / "src" / "fanin").glob("*.py")):
+        if p.stem == "_modidx": continue
+        lines = p.read_text().splitlines()
+        if len(lines) > 600: big.append(f"{p.name}: {len(lines)} lines")
+        for n in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 60:
+                first = min([n.lineno] + [d.lineno for d in n.decorator_list])
+                above = "\n".join(lines[max(0, first - 4):first - 1])
+                if "kept whole" not in above: long.append(f"{p.name}: {n.name} ({n.end_lineno - n.lineno + 1} lines)")
+    assert not big, f"modules over 600 lines (split the notebook): {big}"
+    assert not long, f"functions over 60 lines without a '# N lines, kept whole: <why>' comment above them: {long}"

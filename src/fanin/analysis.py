@@ -18,7 +18,7 @@ from .lab_report import _plt, answer_dirs
 # %% auto #0
 __all__ = ['bin_order', 'table_by_bin', 'table_by_fan_in', 'degradation', 'correlation', 'paired_bootstrap',
            'failure_attribution', 'failure_overlap', 'per_domain_robustness', 'recall_dominance', 'fig_degradation',
-           'fig_scatter', 'fig_by_fan_in', 'answer_score', 'lens_frame', 'authtrace_lens']
+           'fig_scatter', 'fig_by_fan_in', 'answer_score', 'lens_frame', 'lens_tables', 'lens_figures']
 
 # %% ../../nbs/17_analysis.ipynb #737937f0
 def bin_order(bins) -> list[str]: return [b["name"] for b in bins]
@@ -280,19 +280,14 @@ def lens_frame(folders, evidence_judge: str = "document", answer_judge: str = "p
     return df.sort_values(["system", "instance_id"], kind="mergesort").reset_index(drop=True), name
 
 
-def authtrace_lens(folders, bins, out_dir, setting: str, evidence_judge: str = "document", answer_judge: str = "proxy",
-                   n_boot: int = 10_000, seed: int = 0, oracle: str = "oracle") -> dict:
-    "All AuthTrace analyses of an experiment's runs: tables (CSV with a setting line) and figures under `out_dir`."
-    from pathlib import Path
-    from fanin.lab_report import write_table
-    out_dir = Path(out_dir)
-    df, ac = lens_frame(folders, evidence_judge, answer_judge)
-    setting = f"{setting}; evidence judge={evidence_judge} (canonical segments); answer score={ac} from judge {answer_judge}; n_boot={n_boot}, seed={seed}"
+def lens_tables(df: pd.DataFrame, ac: str, bins, n_boot: int = 10_000, seed: int = 0,
+                oracle: str = "oracle") -> tuple[dict[str, pd.DataFrame], list[dict]]:
+    """Every AuthTrace analysis of a `lens_frame`: {name: table} (Table 1 by bin first) and the correlations as records.
+    Without answers only the evidence tables are made; the oracle is left out of the best-vs-runner-up tests."""
     answered = df.dropna(subset=[ac]) if df[ac].notna().any() else df.iloc[0:0]
-    t1 = table_by_bin(df, ["er", "ep"], bins).merge(table_by_bin(answered, [ac], bins).filter(regex=f"^(system|{ac}_)"), on="system", how="left") \
-        if len(answered) else table_by_bin(df, ["er", "ep"], bins)
-    res = {"table1_by_bin": t1, "table2_er_by_fan_in": table_by_fan_in(df, "er")}
-    res["degradation_er"] = degradation(t1, "er", oracle=oracle)
+    t1 = table_by_bin(df, ["er", "ep"], bins)
+    if len(answered): t1 = t1.merge(table_by_bin(answered, [ac], bins).filter(regex=f"^(system|{ac}_)"), on="system", how="left")
+    res = {"table1_by_bin": t1, "table2_er_by_fan_in": table_by_fan_in(df, "er"), "degradation_er": degradation(t1, "er", oracle=oracle)}
     corr = [correlation(df, "er", "ep", bins, n_boot, seed)]
     if len(answered):
         res["table2_ac_by_fan_in"] = table_by_fan_in(answered, ac)
@@ -305,10 +300,17 @@ def authtrace_lens(folders, bins, out_dir, setting: str, evidence_judge: str = "
         res["per_domain"] = per_domain_robustness(answered, "er", ac, ac, bins, 0, seed)
     res["paired_bootstrap_er"] = paired_bootstrap(df, "er", bins, n_boot, seed, systems=[s for s in df.system.unique() if s != oracle])
     res["correlations"] = pd.DataFrame(corr)
-    paths = {k: write_table(v, out_dir / "tables" / f"{k}.csv", setting) for k, v in res.items()}
-    figs = {"degradation": fig_degradation(t1, ["er", "ep"] + ([ac] if len(answered) else []), bins, out_dir / "figures" / "fan_in_degradation.png", setting)}
-    if len(answered):
+    return res, corr
+
+
+def lens_figures(tables: dict[str, pd.DataFrame], corr: list[dict], ac: str, bins) -> dict:
+    """The lens's figures as {name: draw(path, setting) -> path}: the degradation by bin always; with answers, ER/EP vs the
+    answer score (with r) and the answer score by exact fan-in with the paired-bootstrap verdicts."""
+    t1, answered = tables["table1_by_bin"], "table2_ac_by_fan_in" in tables
+    figs = {"degradation": lambda p, s: fig_degradation(t1, ["er", "ep"] + ([ac] if answered else []), bins, p, s)}
+    if answered:
         c = {(r["x"], r["y"]): r for r in corr}
-        figs["scatter"] = fig_scatter(t1, [("er", ac, c[("er", ac)]), ("ep", ac, c[("ep", ac)])], bins, out_dir / "figures" / "er_ep_vs_ac.png", setting)
-        figs["by_fan_in"] = fig_by_fan_in(res["table2_ac_by_fan_in"], ac, out_dir / "figures" / "ac_by_fan_in.png", res["paired_bootstrap_ac"], setting)
-    return {"tables": paths, "figures": figs, "frame": df, "answer_score": ac, "setting": setting}
+        figs["er_ep_vs_ac"] = lambda p, s: fig_scatter(t1, [("er", ac, c[("er", ac)]), ("ep", ac, c[("ep", ac)])], bins, p, s)
+        figs["ac_by_fan_in"] = lambda p, s: fig_by_fan_in(tables["table2_ac_by_fan_in"], ac, p, tables["paired_bootstrap_ac"], s)
+    return figs
+

@@ -21,7 +21,8 @@ from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
            'table_config', 'table_overrides', 'run_table', 'question_domains', 'cost_table', 'costs', 'spacy_version',
            'graal_table1', 'estimator_table', 'routing', 'paradigms', 'embedding_cache_table', 'embedding_cache',
-           'graphrag_bench_scores', 'sweep_overrides', 'topk_frame', 'topk', 'reader_judge_ablation']
+           'graphrag_bench_scores', 'sweep_overrides', 'topk_frame', 'topk', 'reader_judge_ablation', 'topk_answers',
+           'authtrace_lens']
 
 # %% ../../nbs/35_experiments.ipynb #ex04
 def planned_runs(overrides) -> list[Path]:
@@ -52,10 +53,12 @@ def table_name(cfg) -> str:
 # %% ../../nbs/35_experiments.ipynb #ex06
 @dataclass
 class Table:
-    "What a table driver returns: the main frame (`NAME.csv`), the setting line its files carry, named parts (`NAME_<part>.csv`)."
+    """What a table driver returns: the main frame (`NAME.csv`), the setting line its files carry, named parts (`NAME_<part>.csv`)
+    and figures (`outputs/figures/NAME_<figure>.png`), each a function `draw(path, setting) -> path`."""
     frame: pd.DataFrame
     setting: str
     parts: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: dict[str, Callable[[Path, str], Path]] = field(default_factory=dict)
 
 
 def table_dir() -> Path:
@@ -89,7 +92,8 @@ def table_overrides(name: str, overrides=()) -> list[str]:
 
 
 def run_table(name: str, overrides=(), out_name: str | None = None, params: dict | None = None) -> dict[str, Path]:
-    """Make the table `name` and write `outputs/tables/<out_name or name>.csv` and its parts; returns {part ('' = main): path}.
+    """Make the table `name` and write `outputs/tables/<out_name or name>.csv`, its parts and its figures
+    (`outputs/figures/<out_name or name>_<figure>.png`); returns {part ('' = main; `fig:<figure>` for a figure): path}.
     `params`: keyword arguments for the driver, over the table config's `params`."""
     from hydra.utils import get_method
     from fanin.lab_report import write_table
@@ -100,10 +104,11 @@ def run_table(name: str, overrides=(), out_name: str | None = None, params: dict
     kw = {**(OmegaConf.to_container(tc.params, resolve=True) if tc.get("params") else {}), **(params or {})}
     t = driver(ov, **kw)
     if not isinstance(t, Table): raise TypeError(f"the driver {tc._target_} returned {type(t).__name__}, not a fanin.experiments.Table")
-    out = resolve_path(compose(ov).paths.outputs) / "tables"
+    out = resolve_path(compose(ov).paths.outputs)
     stem = out_name or name
-    paths = {"": write_table(t.frame, out / f"{stem}.csv", t.setting)}
-    for part, frame in t.parts.items(): paths[part] = write_table(frame, out / f"{stem}_{part}.csv", t.setting)
+    paths = {"": write_table(t.frame, out / "tables" / f"{stem}.csv", t.setting)}
+    for part, frame in t.parts.items(): paths[part] = write_table(frame, out / "tables" / f"{stem}_{part}.csv", t.setting)
+    for fig, draw in t.figures.items(): paths[f"fig:{fig}"] = draw(out / "figures" / f"{stem}_{fig}.png", t.setting)
     return paths
 
 # %% ../../nbs/35_experiments.ipynb #ex10
@@ -373,3 +378,40 @@ def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max
     tables = ablation_tables(df, compose(base).fan_in_bins, n_boot=n_boot, seed=seed)
     main = tables.pop("accuracy_overall")
     return Table(main, " | ".join(dict.fromkeys(cards)), {**tables, "per_question": df})
+
+# %% ../../nbs/35_experiments.ipynb #ex30
+def topk_answers(overrides, ks, answer_judge: str, score: str) -> pd.DataFrame:
+    "Per (system, k): questions, answered, mean ER / EP (unit-level) and the answer score of a sweep's answered sample."
+    from fanin.analysis import answer_score
+    from fanin.lab_report import answer_dirs
+    from fanin.pipeline import run
+    rows = []
+    for k in ks:
+        for f in run(list(overrides) + [f"k={k}"], ["retrieve", "evaluate", "answer", "judge"]):
+            m = pd.read_csv(f / "metrics.csv")
+            a = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in answer_dirs([f])], ignore_index=True)
+            a = a[a.judge == answer_judge].assign(score=lambda x: answer_score(x).where(x.status == "ok"))
+            s = m.merge(a[["instance_id", "score"]], on="instance_id")
+            rows.append({"system": s.system.iloc[0], "k": k, "questions": len(s), "answered": int(s.score.notna().sum()),
+                         "er": s.er.mean(), "ep": s.ep.mean(), score: s.score.mean()})
+    return pd.DataFrame(rows).sort_values(["system", "k"], kind="mergesort").reset_index(drop=True)
+
+
+def authtrace_lens(overrides, evidence_judge: str = "document", answer_judge: str = "proxy", n_boot: int = 10_000, seed: int = 0,
+                   run_stages=(), topk_ks=(), topk_overrides=()) -> Table:
+    "Driver: every AuthTrace analysis of an experiment's runs (Table 1 by bin main; the other analyses as parts) and its figures."
+    from fanin.analysis import lens_figures, lens_frame, lens_tables, recall_dominance
+    from fanin.lab_report import answer_setting_line
+    from fanin.pipeline import run
+    folders = run(list(overrides), list(run_stages)) if run_stages else planned_runs(overrides)
+    df, ac = lens_frame(folders, evidence_judge, answer_judge)
+    setting = (f"{answer_setting_line(folders)}; evidence judge={evidence_judge} (canonical segments); answer score={ac} from judge "
+               f"{answer_judge}; n_boot={n_boot}, seed={seed}")
+    bins = compose(overrides).fan_in_bins
+    tables, corr = lens_tables(df, ac, bins, n_boot, seed)
+    if topk_ks:
+        tables["topk_answers"] = topk_answers(topk_overrides, topk_ks, answer_judge, ac)
+        tables["recall_dominance"] = recall_dominance(tables["topk_answers"], answer=ac)
+        setting += f"; top-k check: {' '.join(topk_overrides)} at k={list(topk_ks)}"
+    figures = lens_figures(tables, corr, ac, bins)
+    return Table(tables.pop("table1_by_bin"), setting, tables, figures)

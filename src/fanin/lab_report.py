@@ -232,19 +232,19 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
                   markdown_table(answer_table(adf, ["judge", "system", "fan_in_bin"])), ""]
     if topk is not None and len(topk):
         lines += ["## Top-k sweep", "", markdown_table(topk), "", "![top-k](figures/topk_er_ep.png)", ""]
-    lens = out.parent / "authtrace_lens_wildgraphbench"
-    if (lens / "tables" / "table1_by_bin.csv").exists():
+    lens = out.parent / "tables" / "authtrace_lens"
+    if lens.with_suffix(".csv").exists():
         lines += ["## The AuthTrace lens (canonical segments, fan-in)", "",
-                  "From `nbs/92_authtrace_lens.ipynb` (tables and figures in `authtrace_lens_wildgraphbench/`). ER / EP here are "
+                  "The registered table `authtrace_lens` (`nbs/92_authtrace_lens.ipynb`; `tables/authtrace_lens*.csv`). ER / EP here are "
                   "over canonical segments (0–1); the answer score is labelled in each table's setting line.", ""]
         for name, title in [("table1_by_bin", "Table 1 layout"), ("correlations", "Correlations (bootstrap 95% CI)"),
                             ("degradation_er", "ER degradation single → high"), ("paired_bootstrap_er", "Best vs runner-up (ER)"),
                             ("failure_attribution", "Failure attribution"), ("recall_dominance", "Recall dominance (top-k)")]:
-            f = lens / "tables" / f"{name}.csv"
+            f = lens.with_name("authtrace_lens.csv" if name == "table1_by_bin" else f"authtrace_lens_{name}.csv")
             if f.exists():
                 lines += [f"### {title}", "", f"Setting: {open(f).readline()[len('# setting: '):].strip()}", "",
                           markdown_table(read_table(f), pct=()), ""]
-        lines += ["![fan-in degradation](authtrace_lens_wildgraphbench/figures/fan_in_degradation.png)", ""]
+        lines += ["![fan-in degradation](figures/authtrace_lens_degradation.png)", ""]
     repro = out.parent / "reproduction" / "report.md"
     if repro.exists():  # the four papers, reported vs measured (nbs/93_reproduction_report.ipynb), one heading level down
         text = repro.read_text().replace("](figures/", "](reproduction/figures/")
