@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from fastcore.basics import patch
 
 from .embeddings import EmbeddingCache, embed_with_cache
 from .llm import LLM, EndpointError, LLMError, Reply
@@ -180,270 +181,294 @@ class Gateway:
         self._owns_llm = False
         self.app = self._make_app()
 
-    # -- what a peer is given ----------------------------------------------------------------------------------------------
-    @property
-    def root(self) -> str:
-        if self.port is None or self._thread is None: raise RuntimeError("the gateway is not started: use it as a context manager")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+# %% ../../nbs/29_gateway.ipynb #gw10_s0
+@patch(as_prop=True)
+def root(self: Gateway) -> str:
+    if self.port is None or self._thread is None: raise RuntimeError("the gateway is not started: use it as a context manager")
+    host = f"[{self.host}]" if ":" in self.host else self.host
+    return f"http://{host}:{self.port}"
 
-    @property
-    def base_url(self) -> str: return f"{self.root}/v1"
+@patch(as_prop=True)
+def base_url(self: Gateway) -> str: return f"{self.root}/v1"
 
-    def url_for(self, stage: str, system: str = "") -> str:
-        "The base URL (ending in /v1) that tags every request made through it with `stage` (and `system`) in the ledger."
-        for what, v in (("stage", stage), ("system", system)):
-            if v and not _TAG.match(v): raise ValueError(f"{what} {v!r}: use letters, digits and _.:@+- (at most 100)")
-        return self.root + (f"/system/{system}" if system else "") + (f"/stage/{stage}" if stage else "") + "/v1"
+@patch
+def url_for(self: Gateway, stage: str, system: str = "") -> str:
+    "The base URL (ending in /v1) that tags every request made through it with `stage` (and `system`) in the ledger."
+    for what, v in (("stage", stage), ("system", system)):
+        if v and not _TAG.match(v): raise ValueError(f"{what} {v!r}: use letters, digits and _.:@+- (at most 100)")
+    return self.root + (f"/system/{system}" if system else "") + (f"/stage/{stage}" if stage else "") + "/v1"
 
-    def env(self, stage: str, system: str = "") -> dict[str, str]:
-        "Environment variables for a peer's subprocess: the gateway's token as its key and the stage's URL as its base URL."
-        url = self.url_for(stage, system)
-        return {"OPENAI_API_KEY": self.token, "OPENAI_BASE_URL": url, "OPENAI_API_BASE": url}
+@patch
+def env(self: Gateway, stage: str, system: str = "") -> dict[str, str]:
+    "Environment variables for a peer's subprocess: the gateway's token as its key and the stage's URL as its base URL."
+    url = self.url_for(stage, system)
+    return {"OPENAI_API_KEY": self.token, "OPENAI_BASE_URL": url, "OPENAI_API_BASE": url}
 
-    @property
-    def chat_model(self) -> str: return self.llm.model
+@patch(as_prop=True)
+def chat_model(self: Gateway) -> str: return self.llm.model
 
-    @property
-    def embedding_model(self) -> str | None: return getattr(self.embedder, "name", None)
+@patch(as_prop=True)
+def embedding_model(self: Gateway) -> str | None: return getattr(self.embedder, "name", None)
 
-    @property
-    def embedding_dim(self) -> int | None: return getattr(self.embedder, "dim", None)
+@patch(as_prop=True)
+def embedding_dim(self: Gateway) -> int | None: return getattr(self.embedder, "dim", None)
 
-    def __repr__(self):
-        where = self.base_url if self._thread is not None else "not started"
-        return f"Gateway({where}, chat={self.chat_model!r}, embeddings={self.embedding_model!r})"
+@patch
+def __repr__(self: Gateway):
+    where = self.base_url if self._thread is not None else "not started"
+    return f"Gateway({where}, chat={self.chat_model!r}, embeddings={self.embedding_model!r})"
 
-    # -- counts ------------------------------------------------------------------------------------------------------------
-    def _count(self, stage: str, system: str, **counts):
-        with self._lock:
-            row = self._counts[(stage, system)]
-            for k, v in counts.items(): row[k] += v
+# %% ../../nbs/29_gateway.ipynb #gw10_s1
+@patch
+def _count(self: Gateway, stage: str, system: str, **counts):
+    with self._lock:
+        row = self._counts[(stage, system)]
+        for k, v in counts.items(): row[k] += v
 
-    def stats(self) -> dict:
-        "The LLM's ledger (`chat`) and the gateway's own counts per stage and system (`gateway`)."
-        with self._lock:
-            rows = [{"stage": s, "system": y, **{k: (round(v, 3) if k == "seconds" else int(v)) for k, v in r.items()}}
-                    for (s, y), r in sorted(self._counts.items())]
-        return {"chat": self.llm.ledger.to_dict(), "gateway": rows}
+@patch
+def stats(self: Gateway) -> dict:
+    "The LLM's ledger (`chat`) and the gateway's own counts per stage and system (`gateway`)."
+    with self._lock:
+        rows = [{"stage": s, "system": y, **{k: (round(v, 3) if k == "seconds" else int(v)) for k, v in r.items()}}
+                for (s, y), r in sorted(self._counts.items())]
+    return {"chat": self.llm.ledger.to_dict(), "gateway": rows}
 
-    def usage(self, stage: str | None = None, system: str | None = None) -> dict:
-        "Ledger fields and gateway counts summed over the rows of `stage` and `system` (None: any)."
-        s = self.stats()
-        rows = s["chat"]["by_stage_system"] + s["gateway"]
-        out: dict[str, float] = {}
-        for r in rows:
-            if (stage is None or r["stage"] == stage) and (system is None or r["system"] == system):
-                for k, v in r.items():
-                    if k not in ("stage", "system"): out[k] = out.get(k, 0) + v
-        return out
+@patch
+def usage(self: Gateway, stage: str | None = None, system: str | None = None) -> dict:
+    "Ledger fields and gateway counts summed over the rows of `stage` and `system` (None: any)."
+    s = self.stats()
+    rows = s["chat"]["by_stage_system"] + s["gateway"]
+    out: dict[str, float] = {}
+    for r in rows:
+        if (stage is None or r["stage"] == stage) and (system is None or r["system"] == system):
+            for k, v in r.items():
+                if k not in ("stage", "system"): out[k] = out.get(k, 0) + v
+    return out
 
-    def write(self, path) -> Path:
-        "`stats()` as JSON."
-        path = Path(path)
-        path.write_text(json.dumps(self.stats(), indent=1))
-        return path
+@patch
+def write(self: Gateway, path) -> Path:
+    "`stats()` as JSON."
+    path = Path(path)
+    path.write_text(json.dumps(self.stats(), indent=1))
+    return path
 
-    # -- the app -----------------------------------------------------------------------------------------------------------
-    def _secrets(self) -> list[str]:
-        env = getattr(self.llm, "api_key_env", None)
-        return [os.environ.get(env, "")] if env else []
+# %% ../../nbs/29_gateway.ipynb #gw10_s2
+@patch
+def _secrets(self: Gateway) -> list[str]:
+    env = getattr(self.llm, "api_key_env", None)
+    return [os.environ.get(env, "")] if env else []
 
-    def _error(self, status: int, message: str, kind: str, param: str | None = None, code: str | None = None, retry: bool | None = None):
-        from starlette.responses import JSONResponse
-        headers = {} if retry is None else {"x-should-retry": "true" if retry else "false"}
-        return JSONResponse(error_body(redact(message, self._secrets()), kind, param, code), status_code=status, headers=headers)
+@patch
+def _error(self: Gateway, status: int, message: str, kind: str, param: str | None = None, code: str | None = None, retry: bool | None = None):
+    from starlette.responses import JSONResponse
+    headers = {} if retry is None else {"x-should-retry": "true" if retry else "false"}
+    return JSONResponse(error_body(redact(message, self._secrets()), kind, param, code), status_code=status, headers=headers)
 
-    def _authorized(self, request) -> bool:
-        h = request.headers.get("authorization", "")
-        given = h[7:].strip() if h[:7].lower() == "bearer " else request.headers.get("api-key", "")
-        return hmac.compare_digest(given.encode(), self.token.encode())
+@patch
+def _authorized(self: Gateway, request) -> bool:
+    h = request.headers.get("authorization", "")
+    given = h[7:].strip() if h[:7].lower() == "bearer " else request.headers.get("api-key", "")
+    return hmac.compare_digest(given.encode(), self.token.encode())
 
-    def _tags(self, request) -> tuple[str, str]:
-        stage = request.headers.get("x-fanin-stage") or request.path_params.get("stage") or self.stage
-        system = request.headers.get("x-fanin-system") or request.path_params.get("system") or self.system
-        for what, v in (("stage", stage), ("system", system)):
-            if v and not _TAG.match(v): raise BadRequest(f"{what} tag {v[:40]!r}: use letters, digits and _.:@+-", what)
-        return stage, system
+@patch
+def _tags(self: Gateway, request) -> tuple[str, str]:
+    stage = request.headers.get("x-fanin-stage") or request.path_params.get("stage") or self.stage
+    system = request.headers.get("x-fanin-system") or request.path_params.get("system") or self.system
+    for what, v in (("stage", stage), ("system", system)):
+        if v and not _TAG.match(v): raise BadRequest(f"{what} tag {v[:40]!r}: use letters, digits and _.:@+-", what)
+    return stage, system
 
-    async def _guard(self, request):
-        "(stage, system, body, None) for an authorised request with a JSON body, else (.., .., .., the error response)."
-        try: stage, system = self._tags(request)
-        except BadRequest as e: return "", "", None, self._error(400, str(e), "invalid_request_error", e.param)
-        if not self._authorized(request):
-            self._count(stage, system, unauthorized=1)
-            return stage, system, None, self._error(401, "missing or wrong API key: use the gateway's token (Gateway.token)",
-                                                    "invalid_request_error", code="invalid_api_key")
-        if request.method != "POST": return stage, system, None, None
-        try: body = json.loads(await request.body() or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            self._count(stage, system, bad_requests=1)
-            return stage, system, None, self._error(400, f"the body is not JSON: {e}", "invalid_request_error")
-        if not isinstance(body, dict):
-            self._count(stage, system, bad_requests=1)
-            return stage, system, None, self._error(400, "the body must be a JSON object", "invalid_request_error")
-        return stage, system, body, None
+@patch
+async def _guard(self: Gateway, request):
+    "(stage, system, body, None) for an authorised request with a JSON body, else (.., .., .., the error response)."
+    try: stage, system = self._tags(request)
+    except BadRequest as e: return "", "", None, self._error(400, str(e), "invalid_request_error", e.param)
+    if not self._authorized(request):
+        self._count(stage, system, unauthorized=1)
+        return stage, system, None, self._error(401, "missing or wrong API key: use the gateway's token (Gateway.token)",
+                                                "invalid_request_error", code="invalid_api_key")
+    if request.method != "POST": return stage, system, None, None
+    try: body = json.loads(await request.body() or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        self._count(stage, system, bad_requests=1)
+        return stage, system, None, self._error(400, f"the body is not JSON: {e}", "invalid_request_error")
+    if not isinstance(body, dict):
+        self._count(stage, system, bad_requests=1)
+        return stage, system, None, self._error(400, "the body must be a JSON object", "invalid_request_error")
+    return stage, system, body, None
 
-    def _model_list(self) -> list[dict]:
-        out = [{"id": self.chat_model, "object": "model", "created": 0, "owned_by": "fanin", "fanin_role": "chat"}]
-        if self.embedder is not None:
-            out.append({"id": self.embedding_model, "object": "model", "created": 0, "owned_by": "fanin", "fanin_role": "embedding",
-                        "dimensions": self.embedding_dim})
-        return out
+@patch
+def _model_list(self: Gateway) -> list[dict]:
+    out = [{"id": self.chat_model, "object": "model", "created": 0, "owned_by": "fanin", "fanin_role": "chat"}]
+    if self.embedder is not None:
+        out.append({"id": self.embedding_model, "object": "model", "created": 0, "owned_by": "fanin", "fanin_role": "embedding",
+                    "dimensions": self.embedding_dim})
+    return out
 
-    async def _models(self, request):
-        from starlette.responses import JSONResponse
-        _, _, _, err = await self._guard(request)
-        if err is not None: return err
-        models = self._model_list()
-        if "model" in request.path_params:
-            hit = [m for m in models if m["id"] == request.path_params["model"]]
-            if not hit: return self._error(404, f"the gateway serves {', '.join(m['id'] for m in models)}", "invalid_request_error", "model")
-            return JSONResponse(hit[0])
-        return JSONResponse({"object": "list", "data": models})
+@patch
+async def _models(self: Gateway, request):
+    from starlette.responses import JSONResponse
+    _, _, _, err = await self._guard(request)
+    if err is not None: return err
+    models = self._model_list()
+    if "model" in request.path_params:
+        hit = [m for m in models if m["id"] == request.path_params["model"]]
+        if not hit: return self._error(404, f"the gateway serves {', '.join(m['id'] for m in models)}", "invalid_request_error", "model")
+        return JSONResponse(hit[0])
+    return JSONResponse({"object": "list", "data": models})
 
-    def _chat_call(self, args: dict, stage: str, system: str) -> Reply:
-        kw = dict(args)
-        messages = kw.pop("messages")
-        llm, allow_empty = self.llm, self.empty_replies == "pass"
-        request, key = llm.request(messages, **kw)
-        if llm.cached(request, key, allow_empty) is not None:   # a cached reply never waits for an upstream slot
-            return llm.chat(messages, stage=stage, system=system, allow_empty=allow_empty, **kw)
-        with self._upstream:
-            return llm.chat(messages, stage=stage, system=system, allow_empty=allow_empty, **kw)
+@patch
+def _chat_call(self: Gateway, args: dict, stage: str, system: str) -> Reply:
+    kw = dict(args)
+    messages = kw.pop("messages")
+    llm, allow_empty = self.llm, self.empty_replies == "pass"
+    request, key = llm.request(messages, **kw)
+    if llm.cached(request, key, allow_empty) is not None:   # a cached reply never waits for an upstream slot
+        return llm.chat(messages, stage=stage, system=system, allow_empty=allow_empty, **kw)
+    with self._upstream:
+        return llm.chat(messages, stage=stage, system=system, allow_empty=allow_empty, **kw)
 
-    async def _chat(self, request):
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import JSONResponse, StreamingResponse
+@patch
+async def _chat(self: Gateway, request):
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse, StreamingResponse
+    t0 = time.perf_counter()
+    stage, system, body, err = await self._guard(request)
+    if err is not None: return err
+    try:
+        args = {**chat_arguments(body, self.max_tokens), **self.overrides}
+    except BadRequest as e:
+        self._count(stage, system, bad_requests=1)
+        return self._error(400, str(e), "invalid_request_error", e.param)
+    try:
+        reply = await run_in_threadpool(self._chat_call, args, stage, system)
+        if not reply.text: self._count(stage, system, empty_replies=1)   # the model said nothing (empty_replies: pass)
+    except EndpointError as e:
+        self._count(stage, system, chat_requests=1, chat_errors=1, seconds=time.perf_counter() - t0)
+        return self._error(503, f"the lab's LLM endpoint cannot serve: {e}", "upstream_unavailable", code="endpoint_error", retry=False)
+    except LLMError as e:
+        self._count(stage, system, chat_requests=1, chat_errors=1, seconds=time.perf_counter() - t0)
+        return self._error(502, f"the lab's LLM call failed: {e}", "upstream_error", code="llm_error", retry=False)
+    except Exception as e:   # the gateway's own fault: say what it was
+        self._count(stage, system, chat_requests=1, chat_errors=1, seconds=time.perf_counter() - t0)
+        return self._error(500, f"gateway error: {type(e).__name__}: {str(e)[:500]}", "server_error", retry=False)
+    self._count(stage, system, chat_requests=1, seconds=time.perf_counter() - t0)
+    comp = completion(reply)
+    headers = {"x-fanin-cache": "hit" if reply.cached else "miss", "x-fanin-stage": stage}
+    if body.get("stream"):
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(iter(stream_events(comp, usage)), media_type="text/event-stream", headers=headers)
+    return JSONResponse(comp, headers=headers)
+
+@patch
+def _embed(self: Gateway, texts: list[str]) -> tuple[np.ndarray, dict, int]:
+    with self._embed_lock:   # one batch at a time: the embedder's sessions are built lazily and not for concurrent callers
+        vecs, st = embed_with_cache(self.embedder, texts, self.embedding_cache)
+        return vecs, st, int(self.embedder.count_tokens(texts))
+
+@patch
+async def _embeddings(self: Gateway, request):
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+    t0 = time.perf_counter()
+    stage, system, body, err = await self._guard(request)
+    if err is not None: return err
+    if self.embedder is None:
+        return self._error(404, "this gateway serves no embeddings (no embedder was given)", "invalid_request_error", "model")
+    try:
+        texts = embedding_inputs(body)
+        fmt = body.get("encoding_format") or "float"
+        embedding_object(np.zeros((0, 1), np.float32), "", 0, fmt)   # checks the format before any work
+        dims = body.get("dimensions")
+        if dims is not None and dims != self.embedding_dim:
+            raise BadRequest(f"dimensions={dims}: the lab's embedder {self.embedding_model} has {self.embedding_dim}", "dimensions")
+    except BadRequest as e:
+        self._count(stage, system, bad_requests=1)
+        return self._error(400, str(e), "invalid_request_error", e.param)
+    try:
+        vecs, st, tokens = await run_in_threadpool(self._embed, texts)
+    except Exception as e:
+        self._count(stage, system, embedding_requests=1, embedding_errors=1, seconds=time.perf_counter() - t0)
+        return self._error(500, f"embedding failed: {type(e).__name__}: {str(e)[:500]}", "server_error", retry=False)
+    self._count(stage, system, embedding_requests=1, embedding_texts=len(texts), embedding_hits=st["hits"],
+                embedding_misses=st["misses"], embedded_tokens=st["embedded_tokens"], seconds=time.perf_counter() - t0)
+    headers = {"x-fanin-cache": "hit" if st["misses"] == 0 else "miss", "x-fanin-stage": stage}
+    return JSONResponse(embedding_object(vecs, self.embedding_model, tokens, fmt), headers=headers)
+
+@patch
+async def _health(self: Gateway, request):
+    from starlette.responses import JSONResponse
+    return JSONResponse({"ok": True})
+
+@patch
+def _make_app(self: Gateway):
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.routing import Route
+
+    async def http_error(request, exc: HTTPException):
+        return self._error(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", "invalid_request_error")
+
+    routes = [Route("/health", self._health, methods=["GET"])]
+    for p in ("", "/stage/{stage}", "/system/{system}", "/system/{system}/stage/{stage}"):
+        routes += [Route(p + "/v1/models", self._models, methods=["GET"]),
+                   Route(p + "/v1/models/{model:path}", self._models, methods=["GET"]),
+                   Route(p + "/v1/chat/completions", self._chat, methods=["POST"]),
+                   Route(p + "/v1/embeddings", self._embeddings, methods=["POST"])]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+
+# %% ../../nbs/29_gateway.ipynb #gw10_s3
+@patch
+def start(self: Gateway) -> "Gateway":
+    if self._thread is not None: return self
+    import uvicorn
+    server = getattr(self.llm, "server", None)
+    if self.start_llm and server is not None and (server.proc is None or server.proc.poll() is not None):
+        self.llm.__enter__()
+        self._owns_llm = True
+    try:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port or 0))
+        self.port, self._sock = sock.getsockname()[1], sock
+        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off", loop="asyncio",
+                                timeout_graceful_shutdown=2, log_level="warning", server_header=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
+                                        name=f"fanin-gateway-{self.port}")
+        self._thread.start()
         t0 = time.perf_counter()
-        stage, system, body, err = await self._guard(request)
-        if err is not None: return err
-        try:
-            args = {**chat_arguments(body, self.max_tokens), **self.overrides}
-        except BadRequest as e:
-            self._count(stage, system, bad_requests=1)
-            return self._error(400, str(e), "invalid_request_error", e.param)
-        try:
-            reply = await run_in_threadpool(self._chat_call, args, stage, system)
-            if not reply.text: self._count(stage, system, empty_replies=1)   # the model said nothing (empty_replies: pass)
-        except EndpointError as e:
-            self._count(stage, system, chat_requests=1, chat_errors=1, seconds=time.perf_counter() - t0)
-            return self._error(503, f"the lab's LLM endpoint cannot serve: {e}", "upstream_unavailable", code="endpoint_error", retry=False)
-        except LLMError as e:
-            self._count(stage, system, chat_requests=1, chat_errors=1, seconds=time.perf_counter() - t0)
-            return self._error(502, f"the lab's LLM call failed: {e}", "upstream_error", code="llm_error", retry=False)
-        except Exception as e:   # the gateway's own fault: say what it was
-            self._count(stage, system, chat_requests=1, chat_errors=1, seconds=time.perf_counter() - t0)
-            return self._error(500, f"gateway error: {type(e).__name__}: {str(e)[:500]}", "server_error", retry=False)
-        self._count(stage, system, chat_requests=1, seconds=time.perf_counter() - t0)
-        comp = completion(reply)
-        headers = {"x-fanin-cache": "hit" if reply.cached else "miss", "x-fanin-stage": stage}
-        if body.get("stream"):
-            usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(iter(stream_events(comp, usage)), media_type="text/event-stream", headers=headers)
-        return JSONResponse(comp, headers=headers)
+        while not self._server.started:
+            if not self._thread.is_alive() or time.perf_counter() - t0 > self.startup_timeout_s:
+                raise RuntimeError(f"the gateway did not start on {self.host}:{self.port} within {self.startup_timeout_s} s")
+            time.sleep(0.01)
+    except BaseException:
+        self.stop(); raise
+    return self
 
-    def _embed(self, texts: list[str]) -> tuple[np.ndarray, dict, int]:
-        with self._embed_lock:   # one batch at a time: the embedder's sessions are built lazily and not for concurrent callers
-            vecs, st = embed_with_cache(self.embedder, texts, self.embedding_cache)
-            return vecs, st, int(self.embedder.count_tokens(texts))
-
-    async def _embeddings(self, request):
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import JSONResponse
-        t0 = time.perf_counter()
-        stage, system, body, err = await self._guard(request)
-        if err is not None: return err
-        if self.embedder is None:
-            return self._error(404, "this gateway serves no embeddings (no embedder was given)", "invalid_request_error", "model")
-        try:
-            texts = embedding_inputs(body)
-            fmt = body.get("encoding_format") or "float"
-            embedding_object(np.zeros((0, 1), np.float32), "", 0, fmt)   # checks the format before any work
-            dims = body.get("dimensions")
-            if dims is not None and dims != self.embedding_dim:
-                raise BadRequest(f"dimensions={dims}: the lab's embedder {self.embedding_model} has {self.embedding_dim}", "dimensions")
-        except BadRequest as e:
-            self._count(stage, system, bad_requests=1)
-            return self._error(400, str(e), "invalid_request_error", e.param)
-        try:
-            vecs, st, tokens = await run_in_threadpool(self._embed, texts)
-        except Exception as e:
-            self._count(stage, system, embedding_requests=1, embedding_errors=1, seconds=time.perf_counter() - t0)
-            return self._error(500, f"embedding failed: {type(e).__name__}: {str(e)[:500]}", "server_error", retry=False)
-        self._count(stage, system, embedding_requests=1, embedding_texts=len(texts), embedding_hits=st["hits"],
-                    embedding_misses=st["misses"], embedded_tokens=st["embedded_tokens"], seconds=time.perf_counter() - t0)
-        headers = {"x-fanin-cache": "hit" if st["misses"] == 0 else "miss", "x-fanin-stage": stage}
-        return JSONResponse(embedding_object(vecs, self.embedding_model, tokens, fmt), headers=headers)
-
-    async def _health(self, request):
-        from starlette.responses import JSONResponse
-        return JSONResponse({"ok": True})
-
-    def _make_app(self):
-        from starlette.applications import Starlette
-        from starlette.exceptions import HTTPException
-        from starlette.routing import Route
-
-        async def http_error(request, exc: HTTPException):
-            return self._error(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", "invalid_request_error")
-
-        routes = [Route("/health", self._health, methods=["GET"])]
-        for p in ("", "/stage/{stage}", "/system/{system}", "/system/{system}/stage/{stage}"):
-            routes += [Route(p + "/v1/models", self._models, methods=["GET"]),
-                       Route(p + "/v1/models/{model:path}", self._models, methods=["GET"]),
-                       Route(p + "/v1/chat/completions", self._chat, methods=["POST"]),
-                       Route(p + "/v1/embeddings", self._embeddings, methods=["POST"])]
-        return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
-
-    # -- start and stop ----------------------------------------------------------------------------------------------------
-    def start(self) -> "Gateway":
-        if self._thread is not None: return self
-        import uvicorn
-        server = getattr(self.llm, "server", None)
-        if self.start_llm and server is not None and (server.proc is None or server.proc.poll() is not None):
-            self.llm.__enter__()
-            self._owns_llm = True
-        try:
-            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port or 0))
-            self.port, self._sock = sock.getsockname()[1], sock
-            config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off", loop="asyncio",
-                                    timeout_graceful_shutdown=2, log_level="warning", server_header=False)
-            self._server = uvicorn.Server(config)
-            self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                            name=f"fanin-gateway-{self.port}")
-            self._thread.start()
-            t0 = time.perf_counter()
-            while not self._server.started:
-                if not self._thread.is_alive() or time.perf_counter() - t0 > self.startup_timeout_s:
-                    raise RuntimeError(f"the gateway did not start on {self.host}:{self.port} within {self.startup_timeout_s} s")
-                time.sleep(0.01)
-        except BaseException:
-            self.stop(); raise
-        return self
-
-    def stop(self):
-        "Stop serving (requests in flight get two seconds), join the thread, and stop the LLM if the gateway started it."
-        srv, th, sock = self._server, self._thread, self._sock
-        self._server = self._thread = self._sock = None
-        try:
-            if th is not None:
-                srv.should_exit = True
+@patch
+def stop(self: Gateway):
+    "Stop serving (requests in flight get two seconds), join the thread, and stop the LLM if the gateway started it."
+    srv, th, sock = self._server, self._thread, self._sock
+    self._server = self._thread = self._sock = None
+    try:
+        if th is not None:
+            srv.should_exit = True
+            th.join(5)
+            if th.is_alive():
+                srv.force_exit = True
                 th.join(5)
-                if th.is_alive():
-                    srv.force_exit = True
-                    th.join(5)
-            if sock is not None: sock.close()
-        finally:
-            if self._owns_llm:
-                self._owns_llm = False
-                self.llm.__exit__(None, None, None)
+        if sock is not None: sock.close()
+    finally:
+        if self._owns_llm:
+            self._owns_llm = False
+            self.llm.__exit__(None, None, None)
 
-    def __enter__(self) -> "Gateway": return self.start()
-    def __exit__(self, *exc): self.stop()
+@patch
+def __enter__(self: Gateway) -> "Gateway": return self.start()
+@patch
+def __exit__(self: Gateway, *exc): self.stop()
 
 # %% ../../nbs/29_gateway.ipynb #gw12
 def gateway_from_config(cfg, ledger=None, role: str = "llm", **kw) -> Gateway:

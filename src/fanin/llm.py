@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from fastcore.basics import patch
 
 if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
@@ -307,236 +308,251 @@ class LLM:
             self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "unused", max_retries=0, timeout=self.timeout_s)
         return self._client
 
-    # -- what the model can hold, in its own tokens ------------------------------------------------------------------------
-    @property
-    def context_tokens(self) -> int | None:
-        "The model's context window: the embedded server's n_ctx, else the configured `context_tokens` (None when unset)."
-        if self._context_tokens: return int(self._context_tokens)
-        return int(self.server.n_ctx) if self.server is not None else None
+# %% ../../nbs/11_llm.ipynb #06971e10_1_s0
+@patch(as_prop=True)
+def context_tokens(self: LLM) -> int | None:
+    "The model's context window: the embedded server's n_ctx, else the configured `context_tokens` (None when unset)."
+    if self._context_tokens: return int(self._context_tokens)
+    return int(self.server.n_ctx) if self.server is not None else None
 
-    @property
-    def tokenizer(self) -> str:
-        "Which tokenizer counts this model's tokens: the served GGUF's own vocabulary, else the configured BPE (an approximation)."
-        if self.server is not None: return f"gguf:{self.model}"
-        return self.tokenizer_name or "o200k_base"
+@patch(as_prop=True)
+def tokenizer(self: LLM) -> str:
+    "Which tokenizer counts this model's tokens: the served GGUF's own vocabulary, else the configured BPE (an approximation)."
+    if self.server is not None: return f"gguf:{self.model}"
+    return self.tokenizer_name or "o200k_base"
 
-    def count_tokens(self, text: str) -> int:
-        "Tokens of `text` under `tokenizer` (the GGUF's vocabulary, loaded vocab-only in this process; or a tiktoken-compatible BPE)."
-        with self._lock:
-            if self._tok is None:
-                if self.server is not None:
-                    import llama_cpp
-                    vocab = llama_cpp.Llama(model_path=str(self.server.model_file()), vocab_only=True, verbose=False)
-                    self._tok = lambda t: len(vocab.tokenize(t.encode("utf-8"), add_bos=False, special=False))
-                else:
-                    import bpe_openai
-                    enc = bpe_openai.get_encoding(self.tokenizer)
-                    self._tok = lambda t: len(enc.encode(t))
-        return self._tok(text)
+@patch
+def count_tokens(self: LLM, text: str) -> int:
+    "Tokens of `text` under `tokenizer` (the GGUF's vocabulary, loaded vocab-only in this process; or a tiktoken-compatible BPE)."
+    with self._lock:
+        if self._tok is None:
+            if self.server is not None:
+                import llama_cpp
+                vocab = llama_cpp.Llama(model_path=str(self.server.model_file()), vocab_only=True, verbose=False)
+                self._tok = lambda t: len(vocab.tokenize(t.encode("utf-8"), add_bos=False, special=False))
+            else:
+                import bpe_openai
+                enc = bpe_openai.get_encoding(self.tokenizer)
+                self._tok = lambda t: len(enc.encode(t))
+    return self._tok(text)
 
-    def setting(self) -> dict:
-        "What identifies this LLM's outputs on a setting card and in folder keys (never a key; see `negotiated` for the wire format)."
-        return {"provider": self.provider, "model": self.model, "endpoint": self.endpoint, **self.sampling,
-                "structured": self.structured, "context_tokens": self.context_tokens}
+@patch
+def setting(self: LLM) -> dict:
+    "What identifies this LLM's outputs on a setting card and in folder keys (never a key; see `negotiated` for the wire format)."
+    return {"provider": self.provider, "model": self.model, "endpoint": self.endpoint, **self.sampling,
+            "structured": self.structured, "context_tokens": self.context_tokens}
 
-    def negotiated(self) -> dict:
-        "What the preflight and the replies taught: the token parameter's name, parameters dropped, the structured-output mode."
-        return {"token_param": self.caps["token_param"], "dropped": list(self.caps["dropped"]), "structured": self.caps["structured"]}
+@patch
+def negotiated(self: LLM) -> dict:
+    "What the preflight and the replies taught: the token parameter's name, parameters dropped, the structured-output mode."
+    return {"token_param": self.caps["token_param"], "dropped": list(self.caps["dropped"]), "structured": self.caps["structured"]}
 
-    # -- requests and keys ---------------------------------------------------------------------------------------------------
-    def _response_format(self, schema: dict | None, name: str, mode: str | None):
-        if schema is None or mode in (None, "none"): return None
-        if mode == "json_object_schema": return {"type": "json_object", "schema": schema}
-        if mode == "json_object": return {"type": "json_object"}
-        return {"type": "json_schema", "json_schema": {"name": re.sub(r"\W", "_", name) or "reply", "schema": schema, "strict": False}}
+# %% ../../nbs/11_llm.ipynb #06971e10_1_s1
+@patch
+def _response_format(self: LLM, schema: dict | None, name: str, mode: str | None):
+    if schema is None or mode in (None, "none"): return None
+    if mode == "json_object_schema": return {"type": "json_object", "schema": schema}
+    if mode == "json_object": return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": re.sub(r"\W", "_", name) or "reply", "schema": schema, "strict": False}}
 
-    def request(self, messages: Sequence[dict], *, prompt_version: str = "", schema: dict | None = None, **sampling) -> tuple[dict, str]:
-        """The request as the cache sees it, and its key: the endpoint's identity, the model, the messages, every sampling
-        setting, the schema and the structured-output setting (never the API key). What the negotiation changed in the wire
-        format is not in the key: it is a function of the endpoint, which is."""
-        s = {**self.sampling, **sampling}
-        request = {"provider": self.provider, "endpoint": self.endpoint, "model": self.model, "messages": list(messages),
-                   "sampling": s, "structured": self.structured, "schema": schema, "prompt_version": prompt_version}
-        return request, request_key(request)
+@patch
+def request(self: LLM, messages: Sequence[dict], *, prompt_version: str = "", schema: dict | None = None, **sampling) -> tuple[dict, str]:
+    """The request as the cache sees it, and its key: the endpoint's identity, the model, the messages, every sampling
+    setting, the schema and the structured-output setting (never the API key). What the negotiation changed in the wire
+    format is not in the key: it is a function of the endpoint, which is."""
+    s = {**self.sampling, **sampling}
+    request = {"provider": self.provider, "endpoint": self.endpoint, "model": self.model, "messages": list(messages),
+               "sampling": s, "structured": self.structured, "schema": schema, "prompt_version": prompt_version}
+    return request, request_key(request)
 
-    def _wire(self, request: dict) -> dict:
-        "The keyword arguments actually sent, after the negotiated capabilities."
-        kw = {k: v for k, v in request["sampling"].items() if v is not None and k not in self.caps["dropped"]}
-        if "max_tokens" in kw and self.caps["token_param"] != "max_tokens": kw[self.caps["token_param"]] = kw.pop("max_tokens")
-        rf = self._response_format(request["schema"], request["prompt_version"], self.caps["structured"])
-        if rf is not None: kw["response_format"] = rf
-        return kw
+@patch
+def _wire(self: LLM, request: dict) -> dict:
+    "The keyword arguments actually sent, after the negotiated capabilities."
+    kw = {k: v for k, v in request["sampling"].items() if v is not None and k not in self.caps["dropped"]}
+    if "max_tokens" in kw and self.caps["token_param"] != "max_tokens": kw[self.caps["token_param"]] = kw.pop("max_tokens")
+    rf = self._response_format(request["schema"], request["prompt_version"], self.caps["structured"])
+    if rf is not None: kw["response_format"] = rf
+    return kw
 
-    # -- preflight and negotiation -------------------------------------------------------------------------------------------
-    def preflight(self):
-        """Check once, before the first server call, that the endpoint answers and serves the model, and negotiate structured
-        output when `structured=auto`. Raises EndpointError naming the URL and the model; a failure is remembered."""
-        with self._lock:
-            if self._ready is True: return
-            if isinstance(self._ready, EndpointError): raise self._ready
-            if not self.preflight_enabled:
-                self._ready = True
-                return
-            try:
-                self._preflight()
-                self._ready = True
-            except EndpointError as e:
-                self._ready = e
-                raise
-
-    def _preflight(self):
-        import openai
-        where = f"endpoint {self.base_url or self.endpoint} (model {self.model!r})"
+# %% ../../nbs/11_llm.ipynb #06971e10_1_s2
+@patch
+def preflight(self: LLM):
+    """Check once, before the first server call, that the endpoint answers and serves the model, and negotiate structured
+    output when `structured=auto`. Raises EndpointError naming the URL and the model; a failure is remembered."""
+    with self._lock:
+        if self._ready is True: return
+        if isinstance(self._ready, EndpointError): raise self._ready
+        if not self.preflight_enabled:
+            self._ready = True
+            return
         try:
-            c = self.client().with_options(timeout=self.preflight_timeout_s)
-            served = [m.id for m in c.models.list()]
-        except EndpointError: raise
-        except openai.APIStatusError as e:
-            if e.status_code in (401, 403):
-                raise EndpointError(f"{where} refuses the API key (HTTP {e.status_code}): check ${self.api_key_env}") from None
-            served = None   # some servers do not list models; the probe below decides
+            self._preflight()
+            self._ready = True
+        except EndpointError as e:
+            self._ready = e
+            raise
+
+@patch
+def _preflight(self: LLM):
+    import openai
+    where = f"endpoint {self.base_url or self.endpoint} (model {self.model!r})"
+    try:
+        c = self.client().with_options(timeout=self.preflight_timeout_s)
+        served = [m.id for m in c.models.list()]
+    except EndpointError: raise
+    except openai.APIStatusError as e:
+        if e.status_code in (401, 403):
+            raise EndpointError(f"{where} refuses the API key (HTTP {e.status_code}): check ${self.api_key_env}") from None
+        served = None   # some servers do not list models; the probe below decides
+    except Exception as e:
+        raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}. Is the server running, and is "
+                            f"the base URL right (llm.base_url)?") from None
+    # a model not in the list is not yet an error: llama.cpp's server serves one model under any name; the probe decides
+    listed = f"; it lists {', '.join(served[:10])}: set llm.model to one of them" if served and self.model not in served else ""
+    # one probe: does a request shaped like ours go through? (negotiates parameters and, with structured=auto, the JSON mode)
+    probe_schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    msgs = [{"role": "user", "content": 'Reply with the JSON object {"ok": true} and nothing else.'}]
+    modes = STRUCTURED_MODES if self.structured == "auto" else (self.structured,)
+    for mode in modes:
+        self.caps["structured"] = mode
+        req = {"sampling": {**self.sampling, "max_tokens": 16}, "schema": probe_schema if mode != "none" else None,
+               "prompt_version": "preflight"}
+        try:
+            self._send(req, msgs, self.preflight_timeout_s)
+            return
         except Exception as e:
-            raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}. Is the server running, and is "
-                                f"the base URL right (llm.base_url)?") from None
-        # a model not in the list is not yet an error: llama.cpp's server serves one model under any name; the probe decides
-        listed = f"; it lists {', '.join(served[:10])}: set llm.model to one of them" if served and self.model not in served else ""
-        # one probe: does a request shaped like ours go through? (negotiates parameters and, with structured=auto, the JSON mode)
-        probe_schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-        msgs = [{"role": "user", "content": 'Reply with the JSON object {"ok": true} and nothing else.'}]
-        modes = STRUCTURED_MODES if self.structured == "auto" else (self.structured,)
-        for mode in modes:
-            self.caps["structured"] = mode
-            req = {"sampling": {**self.sampling, "max_tokens": 16}, "schema": probe_schema if mode != "none" else None,
-                   "prompt_version": "preflight"}
-            try:
-                self._send(req, msgs, self.preflight_timeout_s)
-                return
-            except Exception as e:
-                if isinstance(e, openai.APIStatusError) and e.status_code == 404:
-                    raise EndpointError(f"{where}: not found (HTTP 404): {_message(e)[:200]}{listed}") from None
-                if isinstance(e, (openai.APIConnectionError, openai.APITimeoutError)):
-                    raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}") from None
-                if _rejects_format(e) and mode != modes[-1]: continue
-                raise EndpointError(f"{where} rejects the lab's requests (structured={mode}): HTTP {_status(e)}: {_message(e)[:300]}") from None
+            if isinstance(e, openai.APIStatusError) and e.status_code == 404:
+                raise EndpointError(f"{where}: not found (HTTP 404): {_message(e)[:200]}{listed}") from None
+            if isinstance(e, (openai.APIConnectionError, openai.APITimeoutError)):
+                raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}") from None
+            if _rejects_format(e) and mode != modes[-1]: continue
+            raise EndpointError(f"{where} rejects the lab's requests (structured={mode}): HTTP {_status(e)}: {_message(e)[:300]}") from None
 
-    def _send(self, request: dict, messages: Sequence[dict], timeout: float | None = None):
-        "One HTTP request; a 400 naming a sampling parameter the model rejects is negotiated away and the request sent again."
-        for _ in range(6):
-            kw = self._wire(request)
-            try:
-                c = self.client() if timeout is None else self.client().with_options(timeout=timeout)
-                return c.chat.completions.create(model=self.model, messages=list(messages), **kw), kw
-            except Exception as e:
-                p = _unsupported_param(e, kw)
-                if p is None: raise
-                if p == "max_tokens" and "max_completion_tokens" in _message(e).lower(): self.caps["token_param"] = "max_completion_tokens"
-                elif p not in self.caps["dropped"]: self.caps["dropped"] = self.caps["dropped"] + [p]
-        raise LLMError(f"could not negotiate the request parameters with {self.endpoint}")
-
-    # -- calls -------------------------------------------------------------------------------------------------------------
-    def cacheable(self, request: dict) -> bool:
-        "A request whose reply is kept and replayed: greedy (temperature 0) or seeded, and a cache to keep it in."
-        s = request["sampling"]
-        return self.cache is not None and (s["temperature"] == 0 or s.get("seed") is not None)
-
-    def cached(self, request: dict, key: str, allow_empty: bool = False) -> dict | None:
-        "The cached reply of a request (with `allow_empty`, also an empty reply the model gave it), or None."
-        if not self.cacheable(request): return None
-        hit = self.cache.get(key)
-        return hit if hit is not None or not allow_empty else self.cache.get_empty(key)
-
-    def chat(self, messages: Sequence[dict], *, stage: str = "", system: str = "", prompt_version: str = "",
-             schema: dict | None = None, allow_empty: bool = False, **sampling) -> Reply:
-        """One chat completion through the cache; raises LLMError (after retries) when it fails, its reply is empty or not
-        JSON, or its structured output cannot be repaired. Only non-empty replies are cached. `allow_empty` (the peers'
-        gateway): an empty reply is returned, not raised, and kept apart in the cache (`empty_replies`) to be replayed only to
-        such callers; for everyone else it stays a failure to retry."""
-        request, key = self.request(messages, prompt_version=prompt_version, schema=schema, **sampling)
-        cacheable = self.cacheable(request)
-        self.ledger.add(stage, system, requests=1)
-        hit = self.cached(request, key, allow_empty)
-        if hit is not None:
-            self.ledger.add(stage, system, cache_hits=1, replayed_prompt_tokens=hit["prompt_tokens"],
-                            replayed_completion_tokens=hit["completion_tokens"], replayed_model_ms=round(hit.get("latency_ms") or 0))
-            reply = Reply(hit["text"], hit["prompt_tokens"], hit["completion_tokens"], hit["latency_ms"], True, hit["model"], key,
-                          hit.get("finish_reason"))
-        else:
-            self.ledger.add(stage, system, **({"cache_misses": 1} if cacheable else {"uncached": 1}))
-            try: self.preflight()
-            except EndpointError:
-                self.ledger.add(stage, system, failures=1)
-                raise
-            try: reply = self._call(request, key, stage, system)
-            except EmptyReply as e:
-                if not allow_empty: raise
-                if cacheable: self.cache.put_empty(key, request, {k: v for k, v in asdict(e.reply).items() if k in _CACHED_FIELDS})
-                return e.reply
-            if cacheable:
-                self.cache.put(key, request, {k: v for k, v in asdict(reply).items() if k in _CACHED_FIELDS})
-        if schema is not None:
-            try: reply.parsed, reply.repaired = parse_json_reply(reply.text, schema)
-            except LLMError:
-                self.ledger.add(stage, system, failures=1)
-                raise
-        return reply
-
-    def _call(self, request: dict, key: str, stage: str, system: str) -> Reply:
-        import openai
-        last: Exception | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self.ledger.add(stage, system, retries=1)
-                time.sleep(self.backoff_s * 2 ** (attempt - 1) * (1 + 0.25 * random.random()))
-            t0 = time.perf_counter()
-            try:
-                self.ledger.add(stage, system, calls=1)
-                r, _ = self._send(request, request["messages"])
-            except Exception as e:
-                last = e
-                if isinstance(e, openai.APIConnectionError) and attempt == 0 and not self._healthy_now():
-                    break   # the endpoint is gone: no use waiting through the backoff
-                if not _retryable(e): break
-                continue
-            if not hasattr(r, "choices"):   # a 200 whose body is not a chat completion (an HTML error page, a proxy's text)
-                last = LLMError(f"the reply from {self.endpoint} is not a chat completion (not JSON): {str(r)[:120]!r}")
-                continue
-            u = getattr(r, "usage", None)
-            pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
-            self.ledger.add(stage, system, prompt_tokens=pt, completion_tokens=ct)
-            if not r.choices:
-                last = LLMError(f"empty reply from {self.endpoint}: no choices"); break
-            ch = r.choices[0]
-            text, finish = (ch.message.content if ch.message else None) or "", ch.finish_reason
-            if not text.strip():
-                hint = " (the completion budget was spent before any answer: raise max_tokens)" if finish == "length" else ""
-                said = ch.message is not None and ch.message.content is not None and finish == "stop"
-                msg = (f"empty reply from {self.endpoint}: content is {'null' if ch.message is None or ch.message.content is None else 'empty'}, "
-                       f"finish_reason={finish}{hint}")
-                # the model chose to say nothing: a failure for the lab's readers and judges, but a real output a gateway may pass on
-                last = EmptyReply(msg, Reply(text, pt, ct, (time.perf_counter() - t0) * 1000, False, r.model or request["model"], key, finish)) \
-                    if said else LLMError(msg)
-                break
-            ms = (time.perf_counter() - t0) * 1000
-            self.ledger.add(stage, system, model_ms=round(ms))
-            return Reply(text, pt, ct, ms, False, r.model or request["model"], key, finish)
-        self.ledger.add(stage, system, failures=1)
-        if isinstance(last, LLMError): raise last
-        raise LLMError(f"{type(last).__name__} from {self.base_url or self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
-
-    def _healthy_now(self) -> bool:
-        "A quick look: does the endpoint still accept connections? (Avoids a minute of backoff against a closed port.)"
-        from urllib.parse import urlparse
-        u = urlparse(self.base_url or "https://api.openai.com/v1")
+@patch
+def _send(self: LLM, request: dict, messages: Sequence[dict], timeout: float | None = None):
+    "One HTTP request; a 400 naming a sampling parameter the model rejects is negotiated away and the request sent again."
+    for _ in range(6):
+        kw = self._wire(request)
         try:
-            with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=2): return True
-        except OSError: return False
+            c = self.client() if timeout is None else self.client().with_options(timeout=timeout)
+            return c.chat.completions.create(model=self.model, messages=list(messages), **kw), kw
+        except Exception as e:
+            p = _unsupported_param(e, kw)
+            if p is None: raise
+            if p == "max_tokens" and "max_completion_tokens" in _message(e).lower(): self.caps["token_param"] = "max_completion_tokens"
+            elif p not in self.caps["dropped"]: self.caps["dropped"] = self.caps["dropped"] + [p]
+    raise LLMError(f"could not negotiate the request parameters with {self.endpoint}")
 
-    def map(self, fn: Callable, items: Sequence) -> list:
-        """fn over items with at most `concurrency` calls in flight; results in input order. On Ctrl-C (or any error) the
-        calls not yet started are cancelled at once; only those in flight finish (each reply that arrives is still cached)."""
-        if self.concurrency == 1 or len(items) < 2: return [fn(x) for x in items]
-        ex = ThreadPoolExecutor(self.concurrency)
-        try: return list(ex.map(fn, items))
-        except BaseException:
-            ex.shutdown(wait=False, cancel_futures=True); raise
-        finally: ex.shutdown(wait=False)
+# %% ../../nbs/11_llm.ipynb #06971e10_1_s3
+@patch
+def cacheable(self: LLM, request: dict) -> bool:
+    "A request whose reply is kept and replayed: greedy (temperature 0) or seeded, and a cache to keep it in."
+    s = request["sampling"]
+    return self.cache is not None and (s["temperature"] == 0 or s.get("seed") is not None)
+
+@patch
+def cached(self: LLM, request: dict, key: str, allow_empty: bool = False) -> dict | None:
+    "The cached reply of a request (with `allow_empty`, also an empty reply the model gave it), or None."
+    if not self.cacheable(request): return None
+    hit = self.cache.get(key)
+    return hit if hit is not None or not allow_empty else self.cache.get_empty(key)
+
+@patch
+def chat(self: LLM, messages: Sequence[dict], *, stage: str = "", system: str = "", prompt_version: str = "",
+         schema: dict | None = None, allow_empty: bool = False, **sampling) -> Reply:
+    """One chat completion through the cache; raises LLMError (after retries) when it fails, its reply is empty or not
+    JSON, or its structured output cannot be repaired. Only non-empty replies are cached. `allow_empty` (the peers'
+    gateway): an empty reply is returned, not raised, and kept apart in the cache (`empty_replies`) to be replayed only to
+    such callers; for everyone else it stays a failure to retry."""
+    request, key = self.request(messages, prompt_version=prompt_version, schema=schema, **sampling)
+    cacheable = self.cacheable(request)
+    self.ledger.add(stage, system, requests=1)
+    hit = self.cached(request, key, allow_empty)
+    if hit is not None:
+        self.ledger.add(stage, system, cache_hits=1, replayed_prompt_tokens=hit["prompt_tokens"],
+                        replayed_completion_tokens=hit["completion_tokens"], replayed_model_ms=round(hit.get("latency_ms") or 0))
+        reply = Reply(hit["text"], hit["prompt_tokens"], hit["completion_tokens"], hit["latency_ms"], True, hit["model"], key,
+                      hit.get("finish_reason"))
+    else:
+        self.ledger.add(stage, system, **({"cache_misses": 1} if cacheable else {"uncached": 1}))
+        try: self.preflight()
+        except EndpointError:
+            self.ledger.add(stage, system, failures=1)
+            raise
+        try: reply = self._call(request, key, stage, system)
+        except EmptyReply as e:
+            if not allow_empty: raise
+            if cacheable: self.cache.put_empty(key, request, {k: v for k, v in asdict(e.reply).items() if k in _CACHED_FIELDS})
+            return e.reply
+        if cacheable:
+            self.cache.put(key, request, {k: v for k, v in asdict(reply).items() if k in _CACHED_FIELDS})
+    if schema is not None:
+        try: reply.parsed, reply.repaired = parse_json_reply(reply.text, schema)
+        except LLMError:
+            self.ledger.add(stage, system, failures=1)
+            raise
+    return reply
+
+@patch
+def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
+    import openai
+    last: Exception | None = None
+    for attempt in range(self.max_retries + 1):
+        if attempt:
+            self.ledger.add(stage, system, retries=1)
+            time.sleep(self.backoff_s * 2 ** (attempt - 1) * (1 + 0.25 * random.random()))
+        t0 = time.perf_counter()
+        try:
+            self.ledger.add(stage, system, calls=1)
+            r, _ = self._send(request, request["messages"])
+        except Exception as e:
+            last = e
+            if isinstance(e, openai.APIConnectionError) and attempt == 0 and not self._healthy_now():
+                break   # the endpoint is gone: no use waiting through the backoff
+            if not _retryable(e): break
+            continue
+        if not hasattr(r, "choices"):   # a 200 whose body is not a chat completion (an HTML error page, a proxy's text)
+            last = LLMError(f"the reply from {self.endpoint} is not a chat completion (not JSON): {str(r)[:120]!r}")
+            continue
+        u = getattr(r, "usage", None)
+        pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
+        self.ledger.add(stage, system, prompt_tokens=pt, completion_tokens=ct)
+        if not r.choices:
+            last = LLMError(f"empty reply from {self.endpoint}: no choices"); break
+        ch = r.choices[0]
+        text, finish = (ch.message.content if ch.message else None) or "", ch.finish_reason
+        if not text.strip():
+            hint = " (the completion budget was spent before any answer: raise max_tokens)" if finish == "length" else ""
+            said = ch.message is not None and ch.message.content is not None and finish == "stop"
+            msg = (f"empty reply from {self.endpoint}: content is {'null' if ch.message is None or ch.message.content is None else 'empty'}, "
+                   f"finish_reason={finish}{hint}")
+            # the model chose to say nothing: a failure for the lab's readers and judges, but a real output a gateway may pass on
+            last = EmptyReply(msg, Reply(text, pt, ct, (time.perf_counter() - t0) * 1000, False, r.model or request["model"], key, finish)) \
+                if said else LLMError(msg)
+            break
+        ms = (time.perf_counter() - t0) * 1000
+        self.ledger.add(stage, system, model_ms=round(ms))
+        return Reply(text, pt, ct, ms, False, r.model or request["model"], key, finish)
+    self.ledger.add(stage, system, failures=1)
+    if isinstance(last, LLMError): raise last
+    raise LLMError(f"{type(last).__name__} from {self.base_url or self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
+
+@patch
+def _healthy_now(self: LLM) -> bool:
+    "A quick look: does the endpoint still accept connections? (Avoids a minute of backoff against a closed port.)"
+    from urllib.parse import urlparse
+    u = urlparse(self.base_url or "https://api.openai.com/v1")
+    try:
+        with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=2): return True
+    except OSError: return False
+
+@patch
+def map(self: LLM, fn: Callable, items: Sequence) -> list:
+    """fn over items with at most `concurrency` calls in flight; results in input order. On Ctrl-C (or any error) the
+    calls not yet started are cancelled at once; only those in flight finish (each reply that arrives is still cached)."""
+    if self.concurrency == 1 or len(items) < 2: return [fn(x) for x in items]
+    ex = ThreadPoolExecutor(self.concurrency)
+    try: return list(ex.map(fn, items))
+    except BaseException:
+        ex.shutdown(wait=False, cancel_futures=True); raise
+    finally: ex.shutdown(wait=False)

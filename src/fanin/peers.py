@@ -20,6 +20,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from fastcore.basics import patch
 
 from .config import ConfigError, repo_root, resolve_path
 from .schema import Unit
@@ -295,123 +296,133 @@ class PeerSystem(System):
         self.counts = {"queries": 0, "units": 0, "unmapped_units": 0, "unmapped_queries": 0, "foreign_doc_ids": 0}
         atexit.register(self.close)
 
-    # ---- the gateway, the environment, the process ----------------------------------------------------------------
-    def _gateway(self):
-        if self.gateway is not None: return self.gateway
-        try: from fanin.gateway import Gateway
-        except ImportError as e:
-            raise ConfigError(f"{self.name}: peers reach models only through the lab's gateway (fanin.gateway), which is missing: {e}") from None
-        if self.llm is None:
-            raise ConfigError(f"{self.name}: the peer's gateway routes through the run's LLM; run it through `fanin run` (which passes one)")
-        g = Gateway(self.llm, self.embedder, self.cache_path)
-        g.__enter__()
-        self._own_gateway = self.gateway = g
-        return g
+# %% ../../nbs/30_peers.ipynb #pe14107a_s0
+@patch
+def _gateway(self: PeerSystem):
+    if self.gateway is not None: return self.gateway
+    try: from fanin.gateway import Gateway
+    except ImportError as e:
+        raise ConfigError(f"{self.name}: peers reach models only through the lab's gateway (fanin.gateway), which is missing: {e}") from None
+    if self.llm is None:
+        raise ConfigError(f"{self.name}: the peer's gateway routes through the run's LLM; run it through `fanin run` (which passes one)")
+    g = Gateway(self.llm, self.embedder, self.cache_path)
+    g.__enter__()
+    self._own_gateway = self.gateway = g
+    return g
 
-    def _models(self) -> tuple[str, str, int]:
-        "The chat and embedding model names the peer sends, and the vector size: configured, else what the gateway serves."
-        g = self.gateway
-        chat = self.chat_model or getattr(g, "chat_model", None)
-        if not chat and self.llm is not None:
-            try: chat = self.llm.model
-            except Exception: chat = None
-        emb = self.embedding_model or getattr(g, "embedding_model", None) or getattr(self.embedder, "name", None) or "all-MiniLM-L6-v2"
-        dim = self.embedding_dim or getattr(g, "embedding_dim", None) or getattr(self.embedder, "dim", None) or 384
-        return chat or "lab", emb, int(dim)
+@patch
+def _models(self: PeerSystem) -> tuple[str, str, int]:
+    "The chat and embedding model names the peer sends, and the vector size: configured, else what the gateway serves."
+    g = self.gateway
+    chat = self.chat_model or getattr(g, "chat_model", None)
+    if not chat and self.llm is not None:
+        try: chat = self.llm.model
+        except Exception: chat = None
+    emb = self.embedding_model or getattr(g, "embedding_model", None) or getattr(self.embedder, "name", None) or "all-MiniLM-L6-v2"
+    dim = self.embedding_dim or getattr(g, "embedding_dim", None) or getattr(self.embedder, "dim", None) or 384
+    return chat or "lab", emb, int(dim)
 
-    def _url(self, stage: str) -> str: return self.gateway.url_for(stage, self.name)  # the gateway counts calls per stage and system
+@patch
+def _url(self: PeerSystem, stage: str) -> str: return self.gateway.url_for(stage, self.name)  # the gateway counts calls per stage and system
 
-    def _ensure_proc(self) -> PeerProcess:
-        if self.proc is not None and self.proc.proc.poll() is None: return self.proc
-        if self.env is None: self.env = peer_env(self.peer, self.root, self.envs, log=print)
-        g = self._gateway()
-        chat, emb, dim = self._models()
-        tk = tiktoken_cache(self.env.folder.parent.parent / "tiktoken", self.env.python)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_", "ANTHROPIC_"))}  # the token is all a peer gets
-        env.update({"OPENAI_BASE_URL": g.base_url, "OPENAI_API_KEY": g.token, "FANIN_CHAT_MODEL": chat, "FANIN_EMBED_MODEL": emb,
-                    "FANIN_EMBED_DIM": str(dim), "FANIN_MAX_ASYNC": str(self.max_async), "TIKTOKEN_CACHE_DIR": str(tk),
-                    "HF_HUB_OFFLINE": "1", "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                    "PYTHONHASHSEED": "0"})  # peers iterate sets of strings (nano-graphrag's relationship ties): fixed, runs repeat
-        env.pop("PYTHONPATH", None)
-        log = self.env.folder.parent.parent / "logs" / f"{self.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-        self.proc = PeerProcess(self.env.python, peers_dir(self.root) / self.peer / "adapter.py", env, log)
-        hello = self.proc.hello
-        if hello.get("version") != self.env.lock.version:
-            raise PeerError(f"{self.name}: the adapter runs {hello.get('package')} {hello.get('version')}, the lock pins {self.env.lock.peer}")
-        return self.proc
+@patch
+def _ensure_proc(self: PeerSystem) -> PeerProcess:
+    if self.proc is not None and self.proc.proc.poll() is None: return self.proc
+    if self.env is None: self.env = peer_env(self.peer, self.root, self.envs, log=print)
+    g = self._gateway()
+    chat, emb, dim = self._models()
+    tk = tiktoken_cache(self.env.folder.parent.parent / "tiktoken", self.env.python)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_", "ANTHROPIC_"))}  # the token is all a peer gets
+    env.update({"OPENAI_BASE_URL": g.base_url, "OPENAI_API_KEY": g.token, "FANIN_CHAT_MODEL": chat, "FANIN_EMBED_MODEL": emb,
+                "FANIN_EMBED_DIM": str(dim), "FANIN_MAX_ASYNC": str(self.max_async), "TIKTOKEN_CACHE_DIR": str(tk),
+                "HF_HUB_OFFLINE": "1", "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "PYTHONHASHSEED": "0"})  # peers iterate sets of strings (nano-graphrag's relationship ties): fixed, runs repeat
+    env.pop("PYTHONPATH", None)
+    log = self.env.folder.parent.parent / "logs" / f"{self.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    self.proc = PeerProcess(self.env.python, peers_dir(self.root) / self.peer / "adapter.py", env, log)
+    hello = self.proc.hello
+    if hello.get("version") != self.env.lock.version:
+        raise PeerError(f"{self.name}: the adapter runs {hello.get('package')} {hello.get('version')}, the lock pins {self.env.lock.peer}")
+    return self.proc
 
-    def close(self):
-        "Stop the adapter and the gateway this system started (also at exit)."
-        if self.proc is not None: self.proc.close(); self.proc = None
-        if self._own_gateway is not None:
-            g, self._own_gateway, self.gateway = self._own_gateway, None, None
-            g.__exit__(None, None, None)
+@patch
+def close(self: PeerSystem):
+    "Stop the adapter and the gateway this system started (also at exit)."
+    if self.proc is not None: self.proc.close(); self.proc = None
+    if self._own_gateway is not None:
+        g, self._own_gateway, self.gateway = self._own_gateway, None, None
+        g.__exit__(None, None, None)
 
-    # ---- System ------------------------------------------------------------------------------------------------------
-    def _build(self, corpus, folder):
-        from fanin.llm_indexes import llm_cost
-        t0 = time.perf_counter()
-        self.env = peer_env(self.peer, self.root, self.envs, log=print)
-        env_s = time.perf_counter() - t0
-        before = self.llm.ledger.totals() if self.llm is not None else None
-        proc = self._ensure_proc()
-        from fanin.gateway import Gateway
-        counted = isinstance(self.gateway, Gateway)   # an `Endpoint` handed over as is counts nothing
-        emb0 = self.gateway.usage("index", self.name) if counted else {}
-        start_s = time.perf_counter() - t0 - env_s
-        work = Path(folder if folder is not None else tempfile.mkdtemp(prefix=f"{self.name}-")) / "peer"
-        t1 = time.perf_counter()
-        r = proc.call({"op": "index", "workdir": str(work), "base_url": self._url("index"), "mode": self.mode, "options": self.options,
-                       "docs": [{"id": d.id, "title": d.title, "text": d.text} for d in corpus]}, self.timeout_s)
-        self.workdir = work
-        st = r.get("stats", {})
-        if counted:   # the peer's embeddings went through the gateway, and so through the lab's embedding cache
-            emb1 = self.gateway.usage("index", self.name)
-            d = {k: emb1.get(k, 0) - emb0.get(k, 0) for k in ("embedding_texts", "embedding_hits", "embedding_misses", "embedded_tokens")}
-            if d["embedding_texts"]:
-                self.embed_stats = {"texts": d["embedding_texts"], "hits": d["embedding_hits"], "misses": d["embedding_misses"],
-                                    "embedded_tokens": d["embedded_tokens"]}
-        return {"package": self.env.lock.package, "version": self.env.lock.version, "mode": self.mode, "lock_sha": self.env.lock.sha,
-                "env_setup_seconds": self.env.setup_seconds, "env_built_now": self.env.built_now, "adapter_start_seconds": round(start_s, 2),
-                "peer_index_seconds": round(time.perf_counter() - t1, 3), "n_units": st.get("n_units", st.get("n_chunks", 0)), "peer": st,
-                **llm_cost(self.llm, before)}
+# %% ../../nbs/30_peers.ipynb #pe14107a_s1
+@patch
+def _build(self: PeerSystem, corpus, folder):
+    from fanin.llm_indexes import llm_cost
+    t0 = time.perf_counter()
+    self.env = peer_env(self.peer, self.root, self.envs, log=print)
+    env_s = time.perf_counter() - t0
+    before = self.llm.ledger.totals() if self.llm is not None else None
+    proc = self._ensure_proc()
+    from fanin.gateway import Gateway
+    counted = isinstance(self.gateway, Gateway)   # an `Endpoint` handed over as is counts nothing
+    emb0 = self.gateway.usage("index", self.name) if counted else {}
+    start_s = time.perf_counter() - t0 - env_s
+    work = Path(folder if folder is not None else tempfile.mkdtemp(prefix=f"{self.name}-")) / "peer"
+    t1 = time.perf_counter()
+    r = proc.call({"op": "index", "workdir": str(work), "base_url": self._url("index"), "mode": self.mode, "options": self.options,
+                   "docs": [{"id": d.id, "title": d.title, "text": d.text} for d in corpus]}, self.timeout_s)
+    self.workdir = work
+    st = r.get("stats", {})
+    if counted:   # the peer's embeddings went through the gateway, and so through the lab's embedding cache
+        emb1 = self.gateway.usage("index", self.name)
+        d = {k: emb1.get(k, 0) - emb0.get(k, 0) for k in ("embedding_texts", "embedding_hits", "embedding_misses", "embedded_tokens")}
+        if d["embedding_texts"]:
+            self.embed_stats = {"texts": d["embedding_texts"], "hits": d["embedding_hits"], "misses": d["embedding_misses"],
+                                "embedded_tokens": d["embedded_tokens"]}
+    return {"package": self.env.lock.package, "version": self.env.lock.version, "mode": self.mode, "lock_sha": self.env.lock.sha,
+            "env_setup_seconds": self.env.setup_seconds, "env_built_now": self.env.built_now, "adapter_start_seconds": round(start_s, 2),
+            "peer_index_seconds": round(time.perf_counter() - t1, 3), "n_units": st.get("n_units", st.get("n_chunks", 0)), "peer": st,
+            **llm_cost(self.llm, before)}
 
-    def _load(self, folder):
-        self.workdir = Path(folder) / "peer"
-        self._loaded_folder = self.workdir  # the adapter opens it when first needed (it needs the gateway, so the LLM)
+@patch
+def _load(self: PeerSystem, folder):
+    self.workdir = Path(folder) / "peer"
+    self._loaded_folder = self.workdir  # the adapter opens it when first needed (it needs the gateway, so the LLM)
 
-    def _open(self):
-        proc = self._ensure_proc()
-        if getattr(self, "_opened", None) != self.workdir:
-            proc.call({"op": "load", "workdir": str(self.workdir)}, self.timeout_s)
-            self._opened = self.workdir
-        return proc
+@patch
+def _open(self: PeerSystem):
+    proc = self._ensure_proc()
+    if getattr(self, "_opened", None) != self.workdir:
+        proc.call({"op": "load", "workdir": str(self.workdir)}, self.timeout_s)
+        self._opened = self.workdir
+    return proc
 
-    def retrieve(self, query, k, instance=None):
-        self._need_index()
-        if k <= 0: return []
-        proc = self._open()
-        r = proc.call({"op": "query", "query": query, "k": k, "top_k": self.top_k or k, "mode": self.mode,
-                       "base_url": self._url("retrieve"), "options": self.options}, self.timeout_s)
-        units, unmapped = [], 0
-        for u in r["units"]:
-            docs = [d for d in u.get("doc_ids", []) if d in self.corpus]
-            self.counts["foreign_doc_ids"] += len(u.get("doc_ids", [])) - len(docs)
-            if not docs: unmapped += 1; continue  # counted, reported in stats(); a unit without a document cannot be scored
-            meta = {"kind": u.get("kind"), "peer_rank": u.get("rank"), **({"doc_ids": docs} if len(docs) > 1 else {}),
-                    **{m: u[m] for m in ("entity", "community", "analyst", "peer_score", "chunk_order_index", "level", "node_id") if u.get(m) is not None}}
-            units.append(Unit(doc_id=docs[0], text=u["text"], score=float(u.get("score", 0.0)), rank=len(units) + 1, meta=meta))
-        self.counts["queries"] += 1
-        self.counts["units"] += len(units)
-        self.counts["unmapped_units"] += unmapped
-        self.counts["unmapped_queries"] += bool(unmapped)
-        return units
+@patch
+def retrieve(self: PeerSystem, query, k, instance=None):
+    self._need_index()
+    if k <= 0: return []
+    proc = self._open()
+    r = proc.call({"op": "query", "query": query, "k": k, "top_k": self.top_k or k, "mode": self.mode,
+                   "base_url": self._url("retrieve"), "options": self.options}, self.timeout_s)
+    units, unmapped = [], 0
+    for u in r["units"]:
+        docs = [d for d in u.get("doc_ids", []) if d in self.corpus]
+        self.counts["foreign_doc_ids"] += len(u.get("doc_ids", [])) - len(docs)
+        if not docs: unmapped += 1; continue  # counted, reported in stats(); a unit without a document cannot be scored
+        meta = {"kind": u.get("kind"), "peer_rank": u.get("rank"), **({"doc_ids": docs} if len(docs) > 1 else {}),
+                **{m: u[m] for m in ("entity", "community", "analyst", "peer_score", "chunk_order_index", "level", "node_id") if u.get(m) is not None}}
+        units.append(Unit(doc_id=docs[0], text=u["text"], score=float(u.get("score", 0.0)), rank=len(units) + 1, meta=meta))
+    self.counts["queries"] += 1
+    self.counts["units"] += len(units)
+    self.counts["unmapped_units"] += unmapped
+    self.counts["unmapped_queries"] += bool(unmapped)
+    return units
 
-    def stats(self) -> dict:
-        out = dict(self._stats)
-        if self.env is not None:
-            out.update({"package": self.env.lock.package, "version": self.env.lock.version, "env_setup_seconds": self.env.setup_seconds})
-        return {**out, **self.counts}
+@patch
+def stats(self: PeerSystem) -> dict:
+    out = dict(self._stats)
+    if self.env is not None:
+        out.update({"package": self.env.lock.package, "version": self.env.lock.version, "env_setup_seconds": self.env.setup_seconds})
+    return {**out, **self.counts}
 
 # %% ../../nbs/30_peers.ipynb #pe17aa02
 def cuda_available() -> bool:

@@ -17,6 +17,7 @@ from typing import Annotated, Sequence
 
 import pandas as pd
 from pydantic import AfterValidator, Field, field_validator
+from fastcore.basics import patch
 
 from .config import ConfigError, repo_root
 from .schema import (MISSING, Corpus, DataError, DataWarning, Document, Instance, Problem, RawRecord, decode_utf8,
@@ -201,170 +202,179 @@ class WildGraphBench:
         if len(ds) != 1: raise ConfigError(f"{d}: expected one topic folder, found {len(ds)}")
         return ds[0]
 
-    # ---- pages -------------------------------------------------------------------------------
-    def _pages(self, domain: str) -> dict[str, Path]:
-        return {p.name: p for p in sorted((self.topic_dir(domain) / "reference_pages").glob("*.txt"))}
+# %% ../../nbs/03_wildgraphbench.ipynb #bdb5d93f_s0
+@patch
+def _pages(self: WildGraphBench, domain: str) -> dict[str, Path]:
+    return {p.name: p for p in sorted((self.topic_dir(domain) / "reference_pages").glob("*.txt"))}
 
-    def corpus(self, domain: str) -> Corpus:
-        "The domain's reference pages as a `Corpus` (cleaned when `clean`)."
-        if domain not in self._corpora:
-            docs = []
-            for fname, path in self._pages(domain).items():
-                raw = path.read_text(encoding="utf-8", errors="replace")
-                first, _, body = raw.partition("\n")
-                title = first[2:].strip() if first.startswith("# ") else fname[:-4]
-                if not first.startswith("# "): body = raw
-                docs.append(Document(id=f"{domain}/{fname[:-4]}", title=title, text=clean_page(body) if self.clean else body,
-                                     meta={"domain": domain, "file": fname, "raw_chars": len(raw)}))
-            self._corpora[domain] = Corpus(f"{self.name}/{domain}", docs)
-        return self._corpora[domain]
+@patch
+def corpus(self: WildGraphBench, domain: str) -> Corpus:
+    "The domain's reference pages as a `Corpus` (cleaned when `clean`)."
+    if domain not in self._corpora:
+        docs = []
+        for fname, path in self._pages(domain).items():
+            raw = path.read_text(encoding="utf-8", errors="replace")
+            first, _, body = raw.partition("\n")
+            title = first[2:].strip() if first.startswith("# ") else fname[:-4]
+            if not first.startswith("# "): body = raw
+            docs.append(Document(id=f"{domain}/{fname[:-4]}", title=title, text=clean_page(body) if self.clean else body,
+                                 meta={"domain": domain, "file": fname, "raw_chars": len(raw)}))
+        self._corpora[domain] = Corpus(f"{self.name}/{domain}", docs)
+    return self._corpora[domain]
 
-    # ---- reading and checking the files ----------------------------------------------------------
-    def _read_domain(self, domain: str) -> tuple[dict, list[Problem]]:
-        "One domain's questions, references and page headers, checked against their schemas; nothing is resolved yet."
-        problems, out = [], {"questions": [], "refs": [], "pages": {}, "headers": collections.defaultdict(list)}
-        qa = self.root / "QA" / domain / "questions.jsonl"
-        elsewhere = f"restore it from the release (fanin data --dest DIR) or leave the domain out (dataset.domains=[...])"
-        if not qa.is_file():
-            problems.append(Problem(str(qa), None, "<file>", MISSING, f"the questions of domain {domain!r}", elsewhere))
-        else:
-            qs, ps = scan_jsonl(qa, QuestionRecord)
-            problems += ps
-            first = {}
-            for n, q in qs:
-                if q.question in first:
-                    problems.append(Problem(str(qa), n, "question", q.question,
-                                            f"a question not already on line {first[q.question]} (ids come from the text: a repeat is counted twice)",
-                                            f"delete line {n} or line {first[q.question]}"))
-                else: first[q.question] = n
-            out["questions"] = [(n, q) for n, q in qs if first[q.question] == n]
-            if not qs and not ps:
-                problems.append(Problem(str(qa), None, "<questions>", [], "at least one question (one JSON object per line)", elsewhere))
-        cdir = self.root / "corpus" / domain
-        topics = sorted(p.name for p in cdir.iterdir() if p.is_dir()) if cdir.is_dir() else []
-        if len(topics) != 1:
-            problems.append(Problem(str(cdir), None, "<topic folder>", topics, "exactly one topic folder: corpus/<domain>/<topic>/", elsewhere))
-            return out, problems
-        tdir = cdir / topics[0]
-        refs = tdir / "references.jsonl"
-        if not refs.is_file():
-            problems.append(Problem(str(refs), None, "<file>", MISSING, "the topic's references (title and url of each cited page)", elsewhere))
-        else:
-            rs, ps = scan_jsonl(refs, ReferenceRecord)
-            problems += ps
-            out["refs"] = [r for _, r in rs]
-        pages = self._pages(domain)
-        if not pages:
-            problems.append(Problem(str(tdir / "reference_pages"), None, "reference_pages", [],
-                                    f"at least one page file (*.txt): the retrieval corpus of domain {domain!r}", elsewhere))
-        for fname, path in pages.items():
-            text, p = decode_utf8(path, path.read_bytes())
-            if p: problems.append(p); continue
-            h = text.partition("\n")[0]
-            if h.startswith("# "): out["headers"][h[2:].strip()].append(fname)
-        out["pages"], out["qa"] = pages, qa
+# %% ../../nbs/03_wildgraphbench.ipynb #bdb5d93f_s1
+@patch
+def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]]:
+    "One domain's questions, references and page headers, checked against their schemas; nothing is resolved yet."
+    problems, out = [], {"questions": [], "refs": [], "pages": {}, "headers": collections.defaultdict(list)}
+    qa = self.root / "QA" / domain / "questions.jsonl"
+    elsewhere = f"restore it from the release (fanin data --dest DIR) or leave the domain out (dataset.domains=[...])"
+    if not qa.is_file():
+        problems.append(Problem(str(qa), None, "<file>", MISSING, f"the questions of domain {domain!r}", elsewhere))
+    else:
+        qs, ps = scan_jsonl(qa, QuestionRecord)
+        problems += ps
+        first = {}
+        for n, q in qs:
+            if q.question in first:
+                problems.append(Problem(str(qa), n, "question", q.question,
+                                        f"a question not already on line {first[q.question]} (ids come from the text: a repeat is counted twice)",
+                                        f"delete line {n} or line {first[q.question]}"))
+            else: first[q.question] = n
+        out["questions"] = [(n, q) for n, q in qs if first[q.question] == n]
+        if not qs and not ps:
+            problems.append(Problem(str(qa), None, "<questions>", [], "at least one question (one JSON object per line)", elsewhere))
+    cdir = self.root / "corpus" / domain
+    topics = sorted(p.name for p in cdir.iterdir() if p.is_dir()) if cdir.is_dir() else []
+    if len(topics) != 1:
+        problems.append(Problem(str(cdir), None, "<topic folder>", topics, "exactly one topic folder: corpus/<domain>/<topic>/", elsewhere))
         return out, problems
+    tdir = cdir / topics[0]
+    refs = tdir / "references.jsonl"
+    if not refs.is_file():
+        problems.append(Problem(str(refs), None, "<file>", MISSING, "the topic's references (title and url of each cited page)", elsewhere))
+    else:
+        rs, ps = scan_jsonl(refs, ReferenceRecord)
+        problems += ps
+        out["refs"] = [r for _, r in rs]
+    pages = self._pages(domain)
+    if not pages:
+        problems.append(Problem(str(tdir / "reference_pages"), None, "reference_pages", [],
+                                f"at least one page file (*.txt): the retrieval corpus of domain {domain!r}", elsewhere))
+    for fname, path in pages.items():
+        text, p = decode_utf8(path, path.read_bytes())
+        if p: problems.append(p); continue
+        h = text.partition("\n")[0]
+        if h.startswith("# "): out["headers"][h[2:].strip()].append(fname)
+    out["pages"], out["qa"] = pages, qa
+    return out, problems
 
-    def _load(self):
-        "Read and check every file of the selected domains (raising one `DataError` with all problems), then resolve the references."
-        read, problems = {}, []
-        for d in self.domains:
-            read[d], ps = self._read_domain(d)
-            problems += ps
-        if problems: raise DataError(problems)
-        inst, rows, unres = [], [], []
-        for d in self.domains:
-            i, r, u = self._resolve_domain(d, read[d]); inst += i; rows += r; unres += u
-        self._questions = (inst, pd.DataFrame(rows))
-        self.unresolved = pd.DataFrame(unres, columns=UNRESOLVED_COLUMNS)
-        if len(self.unresolved): self._report_unresolved()
+@patch
+def _load(self: WildGraphBench):
+    "Read and check every file of the selected domains (raising one `DataError` with all problems), then resolve the references."
+    read, problems = {}, []
+    for d in self.domains:
+        read[d], ps = self._read_domain(d)
+        problems += ps
+    if problems: raise DataError(problems)
+    inst, rows, unres = [], [], []
+    for d in self.domains:
+        i, r, u = self._resolve_domain(d, read[d]); inst += i; rows += r; unres += u
+    self._questions = (inst, pd.DataFrame(rows))
+    self.unresolved = pd.DataFrame(unres, columns=UNRESOLVED_COLUMNS)
+    if len(self.unresolved): self._report_unresolved()
 
-    def _report_unresolved(self, shown: int = 3):
-        u = self.unresolved
-        if self.unresolved_refs == "fail":
-            raise DataError([Problem(r.file, int(r.line), f"ref_urls[{r.position}]", r.ref_url,
-                                     "a URL that resolves to a page (listed in the topic's references.jsonl, its page in reference_pages/)",
-                                     f"{r.reason}; add the reference and its page, remove the URL, or load anyway with dataset.unresolved_refs=warn")
-                             for r in u.itertuples()])
-        first = "; ".join(f"{Path(r.file).relative_to(self.root)}:{r.line} {r.ref_url} ({r.reason})" for r in u.head(shown).itertuples())
-        warnings.warn(f"WildGraphBench: {len(u)} of {len(self.resolution)} ref_urls resolve to no page, so {u.question_id.nunique()} "
-                      f"question(s) have a smaller fan-in than they cite; first {min(shown, len(u))}: {first}. The full list is "
-                      f"`bench.unresolved` (and the status=unresolved rows of outputs/data/resolution.csv from `fanin data-report`); "
-                      f"dataset.unresolved_refs=fail stops instead.", DataWarning, stacklevel=4)
+@patch
+def _report_unresolved(self: WildGraphBench, shown: int = 3):
+    u = self.unresolved
+    if self.unresolved_refs == "fail":
+        raise DataError([Problem(r.file, int(r.line), f"ref_urls[{r.position}]", r.ref_url,
+                                 "a URL that resolves to a page (listed in the topic's references.jsonl, its page in reference_pages/)",
+                                 f"{r.reason}; add the reference and its page, remove the URL, or load anyway with dataset.unresolved_refs=warn")
+                         for r in u.itertuples()])
+    first = "; ".join(f"{Path(r.file).relative_to(self.root)}:{r.line} {r.ref_url} ({r.reason})" for r in u.head(shown).itertuples())
+    warnings.warn(f"WildGraphBench: {len(u)} of {len(self.resolution)} ref_urls resolve to no page, so {u.question_id.nunique()} "
+                  f"question(s) have a smaller fan-in than they cite; first {min(shown, len(u))}: {first}. The full list is "
+                  f"`bench.unresolved` (and the status=unresolved rows of outputs/data/resolution.csv from `fanin data-report`); "
+                  f"dataset.unresolved_refs=fail stops instead.", DataWarning, stacklevel=4)
 
-    # ---- questions and their references --------------------------------------------------------
-    def _resolve_domain(self, domain: str, data: dict):
-        pages, headers, refs = data["pages"], data["headers"], data["refs"]
-        lower = {n.lower(): n for n in pages}
-        by_url, by_base = collections.defaultdict(list), collections.defaultdict(list)
-        for r in refs:
-            by_url[r.url].append(r); by_base[r.url.split("#")[0]].append(r)
-        # which cited urls share a file name with a different reference url
-        fname_urls = collections.defaultdict(set)
-        for r in refs: fname_urls[page_file_name(r.title)].add(r.url)
+# %% ../../nbs/03_wildgraphbench.ipynb #bdb5d93f_s2
+@patch
+def _resolve_domain(self: WildGraphBench, domain: str, data: dict):
+    pages, headers, refs = data["pages"], data["headers"], data["refs"]
+    lower = {n.lower(): n for n in pages}
+    by_url, by_base = collections.defaultdict(list), collections.defaultdict(list)
+    for r in refs:
+        by_url[r.url].append(r); by_base[r.url.split("#")[0]].append(r)
+    # which cited urls share a file name with a different reference url
+    fname_urls = collections.defaultdict(set)
+    for r in refs: fname_urls[page_file_name(r.title)].add(r.url)
 
-        instances, rows, unres, detail = [], [], [], []
-        for lineno, q in data["questions"]:
-            qid = question_id(domain, q.question)
-            gold, unresolved = [], []
-            for pos, url in enumerate(q.ref_urls):
-                how, rs = "url", by_url.get(url)
-                if not rs: how, rs = "url_without_fragment", by_base.get(url.split("#")[0])
-                files, file_how = [], []
-                for r in rs or []:
-                    fn = page_file_name(r.title)
-                    if fn in pages: files.append(fn); file_how.append("file_name")
-                    elif fn.lower() in lower: files.append(lower[fn.lower()]); file_how.append("file_name_case_insensitive")
-                    elif headers.get(r.title.strip()): files.append(headers[r.title.strip()][0]); file_how.append("title_header")
-                files = list(dict.fromkeys(files))
-                doc_ids = [f"{domain}/{f[:-4]}" for f in files]
-                shared = any(len(fname_urls[page_file_name(r.title)]) > 1 for r in rs or [])
-                rows.append({"domain": domain, "question_id": qid, "ref_url": url,
-                             "status": "resolved" if doc_ids else "unresolved",
-                             "url_match": how if rs else "none", "file_match": "+".join(sorted(set(file_how))) or "none",
-                             "n_pages": len(doc_ids), "ambiguous": len(doc_ids) > 1, "shared_file_name": shared,
-                             "doc_ids": "|".join(doc_ids)})
-                if doc_ids: gold.extend(doc_ids); continue
-                unresolved.append(url)
-                reason = ("not among the urls of references.jsonl (nor without its #fragment)" if not rs else
-                          f"references.jsonl names it {rs[0].title!r}, but reference_pages/ has no page {page_file_name(rs[0].title)!r}")
-                unres.append({"file": str(data["qa"]), "line": lineno, "domain": domain, "question_id": qid, "ref_url": url,
-                              "reason": reason, "position": pos})
-            gold = list(dict.fromkeys(gold))
-            instances.append(Instance(
-                id=qid, dataset=self.name, domain=domain, query=q.question, qtype=q.qtype,
-                answer=q.answer, gold_docs=gold, gold_statements=[s for s in q.gold_statements or [] if s],
-                fan_in=len(gold), meta={"ref_urls": list(q.ref_urls), "unresolved_refs": unresolved, "line": lineno}))
-        return instances, rows, unres
+    instances, rows, unres, detail = [], [], [], []
+    for lineno, q in data["questions"]:
+        qid = question_id(domain, q.question)
+        gold, unresolved = [], []
+        for pos, url in enumerate(q.ref_urls):
+            how, rs = "url", by_url.get(url)
+            if not rs: how, rs = "url_without_fragment", by_base.get(url.split("#")[0])
+            files, file_how = [], []
+            for r in rs or []:
+                fn = page_file_name(r.title)
+                if fn in pages: files.append(fn); file_how.append("file_name")
+                elif fn.lower() in lower: files.append(lower[fn.lower()]); file_how.append("file_name_case_insensitive")
+                elif headers.get(r.title.strip()): files.append(headers[r.title.strip()][0]); file_how.append("title_header")
+            files = list(dict.fromkeys(files))
+            doc_ids = [f"{domain}/{f[:-4]}" for f in files]
+            shared = any(len(fname_urls[page_file_name(r.title)]) > 1 for r in rs or [])
+            rows.append({"domain": domain, "question_id": qid, "ref_url": url,
+                         "status": "resolved" if doc_ids else "unresolved",
+                         "url_match": how if rs else "none", "file_match": "+".join(sorted(set(file_how))) or "none",
+                         "n_pages": len(doc_ids), "ambiguous": len(doc_ids) > 1, "shared_file_name": shared,
+                         "doc_ids": "|".join(doc_ids)})
+            if doc_ids: gold.extend(doc_ids); continue
+            unresolved.append(url)
+            reason = ("not among the urls of references.jsonl (nor without its #fragment)" if not rs else
+                      f"references.jsonl names it {rs[0].title!r}, but reference_pages/ has no page {page_file_name(rs[0].title)!r}")
+            unres.append({"file": str(data["qa"]), "line": lineno, "domain": domain, "question_id": qid, "ref_url": url,
+                          "reason": reason, "position": pos})
+        gold = list(dict.fromkeys(gold))
+        instances.append(Instance(
+            id=qid, dataset=self.name, domain=domain, query=q.question, qtype=q.qtype,
+            answer=q.answer, gold_docs=gold, gold_statements=[s for s in q.gold_statements or [] if s],
+            fan_in=len(gold), meta={"ref_urls": list(q.ref_urls), "unresolved_refs": unresolved, "line": lineno}))
+    return instances, rows, unres
 
-    def instances(self, domain: str | None = None) -> list[Instance]:
-        "All questions (of one domain if given)."
-        inst = self._questions[0]
-        return [i for i in inst if domain is None or i.domain == domain]
+@patch
+def instances(self: WildGraphBench, domain: str | None = None) -> list[Instance]:
+    "All questions (of one domain if given)."
+    inst = self._questions[0]
+    return [i for i in inst if domain is None or i.domain == domain]
 
-    @property
-    def resolution(self) -> pd.DataFrame:
-        "One row per (question, ref_url): how it resolved to pages, or that it did not."
-        return self._questions[1]
+@patch(as_prop=True)
+def resolution(self: WildGraphBench) -> pd.DataFrame:
+    "One row per (question, ref_url): how it resolved to pages, or that it did not."
+    return self._questions[1]
 
-    def resolution_summary(self) -> dict:
-        r = self.resolution
-        return {"ref_urls": int(len(r)), "resolved": int((r.status == "resolved").sum()),
-                "unresolved": int((r.status == "unresolved").sum()), "ambiguous": int(r.ambiguous.sum()),
-                "shared_file_name": int(r.shared_file_name.sum()),
-                "via_url_without_fragment": int((r.url_match == "url_without_fragment").sum()),
-                "via_case_insensitive_name": int(r.file_match.str.contains("case_insensitive").sum()),
-                "via_title_header": int(r.file_match.str.contains("title_header").sum()),
-                "cited_pages": int(len({d for x in r.doc_ids for d in x.split("|") if d}))}
+@patch
+def resolution_summary(self: WildGraphBench) -> dict:
+    r = self.resolution
+    return {"ref_urls": int(len(r)), "resolved": int((r.status == "resolved").sum()),
+            "unresolved": int((r.status == "unresolved").sum()), "ambiguous": int(r.ambiguous.sum()),
+            "shared_file_name": int(r.shared_file_name.sum()),
+            "via_url_without_fragment": int((r.url_match == "url_without_fragment").sum()),
+            "via_case_insensitive_name": int(r.file_match.str.contains("case_insensitive").sum()),
+            "via_title_header": int(r.file_match.str.contains("title_header").sum()),
+            "cited_pages": int(len({d for x in r.doc_ids for d in x.split("|") if d}))}
 
-    def snapshot(self) -> dict:
-        "What identifies the data a run read: source, commit, and a hash of the question files."
-        h = hashlib.sha1()
-        for d in self.domains: h.update((self.root / "QA" / d / "questions.jsonl").read_bytes())
-        prov = self.root / "PROVENANCE.md"
-        m = re.search(r"commit ([0-9a-f]{7,40})", prov.read_text()) if prov.exists() else None
-        return {"dataset": self.name, "source": SOURCE_REPO, "commit": m.group(1) if m else "unknown",
-                "root": str(self.root), "domains": self.domains, "clean": self.clean, "qa_sha1": h.hexdigest()[:12]}
+@patch
+def snapshot(self: WildGraphBench) -> dict:
+    "What identifies the data a run read: source, commit, and a hash of the question files."
+    h = hashlib.sha1()
+    for d in self.domains: h.update((self.root / "QA" / d / "questions.jsonl").read_bytes())
+    prov = self.root / "PROVENANCE.md"
+    m = re.search(r"commit ([0-9a-f]{7,40})", prov.read_text()) if prov.exists() else None
+    return {"dataset": self.name, "source": SOURCE_REPO, "commit": m.group(1) if m else "unknown",
+            "root": str(self.root), "domains": self.domains, "clean": self.clean, "qa_sha1": h.hexdigest()[:12]}
 
 # %% ../../nbs/03_wildgraphbench.ipynb #75d918b7
 def fetch(dest, repo: str = SOURCE_REPO, commit: str = SOURCE_COMMIT, timeout: int = 600) -> Path:
