@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from fastcore.basics import patch
 
 from .schema import Unit
 from .systems import ChunkedSystem, chunk_corpus
@@ -228,110 +229,119 @@ class CommunitySystem(ChunkedSystem):
         self.prompt, self.rate_prompt, self.seed, self.llm, self.cache_path, self.progress = prompt, rate_prompt, seed, llm, cache_path, progress
         self.nlp_cache, self.n_process, self.block_chars, self.max_ngram = nlp_cache, n_process, block_chars, max_ngram
 
-    def _build(self, corpus, folder):
-        import faiss
-        import networkx as nx
-        from fanin.graphs import CoMentionGraph, comention_stats
-        from fanin.nlp import parse_corpus
-        before = self.llm.ledger.totals() if self.llm is not None else None
-        self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
-        self.parsed = parse_corpus(corpus, self.nlp_cache, n_process=self.n_process, block_chars=self.block_chars, progress=self.progress)
-        self.graph = CoMentionGraph.build(self.parsed, "sentence")
-        G = self.graph.to_networkx()
-        G.remove_nodes_from([n for n in list(G) if G.degree(n) == 0])
-        comms = nx.community.louvain_communities(G, weight="weight", resolution=self.resolution, seed=self.seed) if len(G) else []
-        mentions = np.bincount(self.parsed.mention_entity, minlength=len(self.parsed.entities))
-        comms = sorted((sorted(c) for c in comms if len(c) >= self.min_size), key=lambda c: (-int(mentions[c].sum()), c[0]))
-        self.community_of = {e: ci for ci, c in enumerate(comms) for e in c}
-        fields, report_docs = [], []
-        for c in comms[: self.max_reports]:
-            cs = set(c)
-            names = [self.parsed.entities[e] for e in sorted(c, key=lambda e: -int(mentions[e]))[: self.top_entities]]
-            sents, used = [], 0
-            for s, es in self.parsed.sentence_groups:
-                if sum(e in cs for e in es) >= 2:
-                    t = self.parsed.sentence_text(corpus, s)
-                    if used + len(t) > self.report_chars: break
-                    sents.append(s); used += len(t) + 1
-            fields.append({"entities": ", ".join(names), "texts": "\n".join(self.parsed.sentence_text(corpus, s) for s in sents)})
-            report_docs.append(sorted({self.parsed.doc_of_sentence(s) for s in sents}))
-        replies = ask_each(self.llm, self.prompt, fields, self.name)
-        self.reports, self.report_docs, self.report_community, failures = [], [], [], []
-        for ci, ((text, err), ds) in enumerate(zip(replies, report_docs)):
-            if err or not text or not ds:
-                failures.append({"community": ci, "error": err or ("empty report" if not text else "no source sentence")}); continue
-            self.reports.append(text); self.report_docs.append(ds); self.report_community.append(ci)
-        V = embed_texts(self.embedder, self.reports, self.cache_path, self.embed_stats)
-        self.report_index = faiss.IndexFlatIP(self.embedder.dim)
-        if len(V): self.report_index.add(V)
-        self._chunk_entities()
-        if folder is not None:
-            self._save_chunks(folder)
-            self.parsed.save(folder / "parsed.npz")
-            self.graph.save(folder / "graph.npz")
-            (folder / "community.json").write_text(json.dumps({
-                "community_of": list(self.community_of.items()), "reports": self.reports, "report_docs": self.report_docs,
-                "report_community": self.report_community}))  # community_of as (entity, community) pairs: JSON keys are strings
-            faiss.write_index(self.report_index, str(folder / "reports.faiss"))
-            write_failures(folder, failures)
-        return {"n_units": len(self.chunks), "communities": len(comms), "reports": len(self.reports), "llm_failures": len(failures),
-                "graph": comention_stats(self.graph), **llm_cost(self.llm, before)}
+# %% ../../nbs/21_llm_indexes.ipynb #51d319fd_s0
+@patch
+def _build(self: CommunitySystem, corpus, folder):
+    import faiss
+    import networkx as nx
+    from fanin.graphs import CoMentionGraph, comention_stats
+    from fanin.nlp import parse_corpus
+    before = self.llm.ledger.totals() if self.llm is not None else None
+    self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
+    self.parsed = parse_corpus(corpus, self.nlp_cache, n_process=self.n_process, block_chars=self.block_chars, progress=self.progress)
+    self.graph = CoMentionGraph.build(self.parsed, "sentence")
+    G = self.graph.to_networkx()
+    G.remove_nodes_from([n for n in list(G) if G.degree(n) == 0])
+    comms = nx.community.louvain_communities(G, weight="weight", resolution=self.resolution, seed=self.seed) if len(G) else []
+    mentions = np.bincount(self.parsed.mention_entity, minlength=len(self.parsed.entities))
+    comms = sorted((sorted(c) for c in comms if len(c) >= self.min_size), key=lambda c: (-int(mentions[c].sum()), c[0]))
+    self.community_of = {e: ci for ci, c in enumerate(comms) for e in c}
+    fields, report_docs = [], []
+    for c in comms[: self.max_reports]:
+        cs = set(c)
+        names = [self.parsed.entities[e] for e in sorted(c, key=lambda e: -int(mentions[e]))[: self.top_entities]]
+        sents, used = [], 0
+        for s, es in self.parsed.sentence_groups:
+            if sum(e in cs for e in es) >= 2:
+                t = self.parsed.sentence_text(corpus, s)
+                if used + len(t) > self.report_chars: break
+                sents.append(s); used += len(t) + 1
+        fields.append({"entities": ", ".join(names), "texts": "\n".join(self.parsed.sentence_text(corpus, s) for s in sents)})
+        report_docs.append(sorted({self.parsed.doc_of_sentence(s) for s in sents}))
+    replies = ask_each(self.llm, self.prompt, fields, self.name)
+    self.reports, self.report_docs, self.report_community, failures = [], [], [], []
+    for ci, ((text, err), ds) in enumerate(zip(replies, report_docs)):
+        if err or not text or not ds:
+            failures.append({"community": ci, "error": err or ("empty report" if not text else "no source sentence")}); continue
+        self.reports.append(text); self.report_docs.append(ds); self.report_community.append(ci)
+    V = embed_texts(self.embedder, self.reports, self.cache_path, self.embed_stats)
+    self.report_index = faiss.IndexFlatIP(self.embedder.dim)
+    if len(V): self.report_index.add(V)
+    self._chunk_entities()
+    if folder is not None:
+        self._save_chunks(folder)
+        self.parsed.save(folder / "parsed.npz")
+        self.graph.save(folder / "graph.npz")
+        (folder / "community.json").write_text(json.dumps({
+            "community_of": list(self.community_of.items()), "reports": self.reports, "report_docs": self.report_docs,
+            "report_community": self.report_community}))  # community_of as (entity, community) pairs: JSON keys are strings
+        faiss.write_index(self.report_index, str(folder / "reports.faiss"))
+        write_failures(folder, failures)
+    return {"n_units": len(self.chunks), "communities": len(comms), "reports": len(self.reports), "llm_failures": len(failures),
+            "graph": comention_stats(self.graph), **llm_cost(self.llm, before)}
 
-    def _chunk_entities(self):
-        "Entity id -> chunks that mention it."
-        from fanin.nlp import chunk_mentions
-        self.entity_chunks: dict[int, set] = {}
-        for i, es in enumerate(chunk_mentions(self.parsed, self.chunks)):
-            for e in es: self.entity_chunks.setdefault(e, set()).add(i)
+@patch
+def _chunk_entities(self: CommunitySystem):
+    "Entity id -> chunks that mention it."
+    from fanin.nlp import chunk_mentions
+    self.entity_chunks: dict[int, set] = {}
+    for i, es in enumerate(chunk_mentions(self.parsed, self.chunks)):
+        for e in es: self.entity_chunks.setdefault(e, set()).add(i)
 
-    def _load(self, folder):
-        import faiss
-        from fanin.graphs import CoMentionGraph
-        from fanin.nlp import ParsedCorpus
-        self._load_chunks(folder)
-        self.parsed, self.graph = ParsedCorpus.load(folder / "parsed.npz"), CoMentionGraph.load(folder / "graph.npz")
-        d = json.loads((folder / "community.json").read_text())
-        self.community_of = {int(e): int(c) for e, c in d["community_of"]}
-        self.reports, self.report_docs, self.report_community = d["reports"], d["report_docs"], d["report_community"]
-        self.report_index = faiss.read_index(str(folder / "reports.faiss"))
-        self._chunk_entities()
+@patch
+def _load(self: CommunitySystem, folder):
+    import faiss
+    from fanin.graphs import CoMentionGraph
+    from fanin.nlp import ParsedCorpus
+    self._load_chunks(folder)
+    self.parsed, self.graph = ParsedCorpus.load(folder / "parsed.npz"), CoMentionGraph.load(folder / "graph.npz")
+    d = json.loads((folder / "community.json").read_text())
+    self.community_of = {int(e): int(c) for e, c in d["community_of"]}
+    self.reports, self.report_docs, self.report_community = d["reports"], d["report_docs"], d["report_community"]
+    self.report_index = faiss.read_index(str(folder / "reports.faiss"))
+    self._chunk_entities()
 
-    def _report_unit(self, r, score, rank):
-        return node_units(self.reports, self.report_docs, [r], [score], lambda i: {"community": self.report_community[i]})[0].model_copy(update={"rank": rank})
+@patch
+def _report_unit(self: CommunitySystem, r, score, rank):
+    return node_units(self.reports, self.report_docs, [r], [score], lambda i: {"community": self.report_community[i]})[0].model_copy(update={"rank": rank})
 
-    def retrieve(self, query, k, instance=None):
-        self._need_index()
-        if k <= 0: return []
-        return self._local(query, k) if self.mode == "local" else self._global(query, k)
+# %% ../../nbs/21_llm_indexes.ipynb #51d319fd_s1
+@patch
+def retrieve(self: CommunitySystem, query, k, instance=None):
+    self._need_index()
+    if k <= 0: return []
+    return self._local(query, k) if self.mode == "local" else self._global(query, k)
 
-    def _local(self, query, k):
-        from fanin.nlp import link_query
-        v1 = link_query(query, self.parsed.entity_id, self.max_ngram)
-        if not v1: return []
-        score: dict[int, float] = {}
-        for e in v1:
-            for i in self.entity_chunks.get(e, ()): score[i] = score.get(i, 0) + 2.0
-            nb = sorted(self.graph.adj.get(e, {}).items(), key=lambda x: (-len(x[1]), x[0]))[: self.neighbours]
-            for v, _ in nb:
-                for i in self.entity_chunks.get(v, ()): score[i] = score.get(i, 0) + 1.0
-        units = []
-        comm = [self.community_of[e] for e in v1 if e in self.community_of]
-        if comm:
-            best = max(set(comm), key=lambda c: (comm.count(c), -c))
-            if best in self.report_community: units.append(self._report_unit(self.report_community.index(best), float(comm.count(best)), 1))
-        ranked = sorted(score, key=lambda i: (-score[i], i))[: k - len(units)]
-        units += self._units(ranked, [score[i] for i in ranked])
-        return [u.model_copy(update={"rank": r}) for r, u in enumerate(units, start=1)]
+@patch
+def _local(self: CommunitySystem, query, k):
+    from fanin.nlp import link_query
+    v1 = link_query(query, self.parsed.entity_id, self.max_ngram)
+    if not v1: return []
+    score: dict[int, float] = {}
+    for e in v1:
+        for i in self.entity_chunks.get(e, ()): score[i] = score.get(i, 0) + 2.0
+        nb = sorted(self.graph.adj.get(e, {}).items(), key=lambda x: (-len(x[1]), x[0]))[: self.neighbours]
+        for v, _ in nb:
+            for i in self.entity_chunks.get(v, ()): score[i] = score.get(i, 0) + 1.0
+    units = []
+    comm = [self.community_of[e] for e in v1 if e in self.community_of]
+    if comm:
+        best = max(set(comm), key=lambda c: (comm.count(c), -c))
+        if best in self.report_community: units.append(self._report_unit(self.report_community.index(best), float(comm.count(best)), 1))
+    ranked = sorted(score, key=lambda i: (-score[i], i))[: k - len(units)]
+    units += self._units(ranked, [score[i] for i in ranked])
+    return [u.model_copy(update={"rank": r}) for r, u in enumerate(units, start=1)]
 
-    def _global(self, query, k):
-        n = self.report_index.ntotal
-        if n == 0: return []
-        D, I = self.report_index.search(self.embedder.encode([query]).astype(np.float32), min(self.global_candidates, n))
-        cand = [(int(i), float(d)) for i, d in zip(I[0], D[0]) if i >= 0]
-        replies = ask_each(self.llm, self.rate_prompt, [{"question": query, "report": self.reports[i]} for i, _ in cand], self.name, stage="retrieve")
-        rated = []
-        for (i, sim), (parsed, err) in zip(cand, replies):
-            if err: raise RuntimeError(f"{self.name}: rating community report {i} failed: {err}")  # the pipeline records the question as failed
-            rated.append((float(parsed.get("score", 0)), sim, i))
-        rated.sort(key=lambda x: (-x[0], -x[1], x[2]))
-        return [self._report_unit(i, s, r) for r, (s, _, i) in enumerate(rated[:k], start=1)]
+@patch
+def _global(self: CommunitySystem, query, k):
+    n = self.report_index.ntotal
+    if n == 0: return []
+    D, I = self.report_index.search(self.embedder.encode([query]).astype(np.float32), min(self.global_candidates, n))
+    cand = [(int(i), float(d)) for i, d in zip(I[0], D[0]) if i >= 0]
+    replies = ask_each(self.llm, self.rate_prompt, [{"question": query, "report": self.reports[i]} for i, _ in cand], self.name, stage="retrieve")
+    rated = []
+    for (i, sim), (parsed, err) in zip(cand, replies):
+        if err: raise RuntimeError(f"{self.name}: rating community report {i} failed: {err}")  # the pipeline records the question as failed
+        rated.append((float(parsed.get("score", 0)), sim, i))
+    rated.sort(key=lambda x: (-x[0], -x[1], x[2]))
+    return [self._report_unit(i, s, r) for r, (s, _, i) in enumerate(rated[:k], start=1)]

@@ -9,6 +9,7 @@ import json
 import time
 
 import numpy as np
+from fastcore.basics import patch
 
 from .nlp import chunk_mentions, link_query, normalize_entity, parse_corpus
 from .schema import Corpus
@@ -64,125 +65,132 @@ class PPRSystem(ChunkedSystem):
         self.nlp_cache, self.n_process, self.block_chars, self.max_ngram = nlp_cache, n_process, block_chars, max_ngram
         self.progress = progress
 
-    # --- relations ---------------------------------------------------------------------------------------------------------
-    def _ner_relations(self, corpus):
-        "Passage -> entity names, and entity pairs co-mentioned in a sentence, from the shared spaCy parse."
-        t0 = time.perf_counter()
-        parsed = parse_corpus(corpus, self.nlp_cache, n_process=self.n_process, block_chars=self.block_chars, progress=self.progress)
-        parse_s = time.perf_counter() - t0
-        mentions = [[parsed.entities[e] for e in es] for es in chunk_mentions(parsed, self.chunks)]
-        pairs = [(parsed.entities[u], parsed.entities[v]) for _, es in parsed.sentence_groups
-                 for j, u in enumerate(es) for v in es[j + 1:]]
-        return mentions, pairs, {"parse_seconds": round(parse_s, 2)}
+# %% ../../nbs/20_ppr.ipynb #d4f89f51_s0
+@patch
+def _ner_relations(self: PPRSystem, corpus):
+    "Passage -> entity names, and entity pairs co-mentioned in a sentence, from the shared spaCy parse."
+    t0 = time.perf_counter()
+    parsed = parse_corpus(corpus, self.nlp_cache, n_process=self.n_process, block_chars=self.block_chars, progress=self.progress)
+    parse_s = time.perf_counter() - t0
+    mentions = [[parsed.entities[e] for e in es] for es in chunk_mentions(parsed, self.chunks)]
+    pairs = [(parsed.entities[u], parsed.entities[v]) for _, es in parsed.sentence_groups
+             for j, u in enumerate(es) for v in es[j + 1:]]
+    return mentions, pairs, {"parse_seconds": round(parse_s, 2)}
 
-    def _llm_relations(self, corpus):
-        "Passage -> entity names and subject–object pairs from OpenIE triples the LLM extracts (failures recorded, never dropped silently)."
-        from fanin.llm_indexes import ask_each
-        replies = ask_each(self.llm, self.prompt, [{"passage": self.chunk_text(i)} for i in range(len(self.chunks))], self.name)
-        mentions, pairs, failures = [[] for _ in self.chunks], [], []
-        for i, (parsed, err) in enumerate(replies):
-            if err: failures.append({"chunk": i, "doc_id": self.chunks[i].doc_id, "error": err}); continue
-            for t in (parsed or {}).get("triples", []):
-                if not isinstance(t, (list, tuple)) or len(t) != 3: continue
-                s, o = normalize_entity(str(t[0])), normalize_entity(str(t[2]))
-                for n in (s, o):
-                    if n: mentions[i].append(n)
-                if s and o and s != o: pairs.append((s, o))
-        return mentions, pairs, {"llm_failures": failures, "prompt": self.prompt}
+@patch
+def _llm_relations(self: PPRSystem, corpus):
+    "Passage -> entity names and subject–object pairs from OpenIE triples the LLM extracts (failures recorded, never dropped silently)."
+    from fanin.llm_indexes import ask_each
+    replies = ask_each(self.llm, self.prompt, [{"passage": self.chunk_text(i)} for i in range(len(self.chunks))], self.name)
+    mentions, pairs, failures = [[] for _ in self.chunks], [], []
+    for i, (parsed, err) in enumerate(replies):
+        if err: failures.append({"chunk": i, "doc_id": self.chunks[i].doc_id, "error": err}); continue
+        for t in (parsed or {}).get("triples", []):
+            if not isinstance(t, (list, tuple)) or len(t) != 3: continue
+            s, o = normalize_entity(str(t[0])), normalize_entity(str(t[2]))
+            for n in (s, o):
+                if n: mentions[i].append(n)
+            if s and o and s != o: pairs.append((s, o))
+    return mentions, pairs, {"llm_failures": failures, "prompt": self.prompt}
 
-    # --- build ---------------------------------------------------------------------------------------------------------------
-    def _synonyms(self, names: list[str], counts: dict[str, int]):
-        "Pairs of frequent entity names whose embeddings' cosine similarity reaches the threshold."
-        if self.embedder is None or self.synonym_threshold is None: return []
-        import faiss
-        from fanin.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
-        cand = [n for n in names if counts[n] >= self.synonym_min_mentions]
-        if len(cand) < 2: return []
-        cache = EmbeddingCache(self.cache_path) if self.cache_path else None
-        vecs, st = embed_with_cache(self.embedder, cand, cache, progress=False)
-        add_embed_stats(self.embed_stats, st)
-        index = faiss.IndexFlatIP(vecs.shape[1]); index.add(np.ascontiguousarray(vecs, dtype=np.float32))
-        D, I = index.search(np.ascontiguousarray(vecs, dtype=np.float32), min(len(cand), self.synonym_neighbors + 1))
-        return sorted({(cand[a], cand[b]) if cand[a] < cand[b] else (cand[b], cand[a])
-                       for a in range(len(cand)) for d, b in zip(D[a], I[a]) if b >= 0 and b != a and d >= self.synonym_threshold})
+# %% ../../nbs/20_ppr.ipynb #d4f89f51_s1
+@patch
+def _synonyms(self: PPRSystem, names: list[str], counts: dict[str, int]):
+    "Pairs of frequent entity names whose embeddings' cosine similarity reaches the threshold."
+    if self.embedder is None or self.synonym_threshold is None: return []
+    import faiss
+    from fanin.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
+    cand = [n for n in names if counts[n] >= self.synonym_min_mentions]
+    if len(cand) < 2: return []
+    cache = EmbeddingCache(self.cache_path) if self.cache_path else None
+    vecs, st = embed_with_cache(self.embedder, cand, cache, progress=False)
+    add_embed_stats(self.embed_stats, st)
+    index = faiss.IndexFlatIP(vecs.shape[1]); index.add(np.ascontiguousarray(vecs, dtype=np.float32))
+    D, I = index.search(np.ascontiguousarray(vecs, dtype=np.float32), min(len(cand), self.synonym_neighbors + 1))
+    return sorted({(cand[a], cand[b]) if cand[a] < cand[b] else (cand[b], cand[a])
+                   for a in range(len(cand)) for d, b in zip(D[a], I[a]) if b >= 0 and b != a and d >= self.synonym_threshold})
 
-    def _build(self, corpus, folder):
-        import networkx as nx
-        t0 = time.perf_counter()
-        before = self.llm.ledger.totals() if self.llm is not None else None
-        self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
-        mentions, pairs, info = (self._ner_relations if self.mode == "ner" else self._llm_relations)(corpus)
-        t_rel = time.perf_counter() - t0
-        counts: dict[str, int] = {}
-        for ms in mentions:
-            for n in ms: counts[n] = counts.get(n, 0) + 1
-        names = sorted(counts)
-        syn = self._synonyms(names, counts)
-        P = len(self.chunks)
-        g = nx.Graph()
-        g.add_nodes_from(range(P + len(names)))
-        ent = {n: P + j for j, n in enumerate(names)}
+@patch
+def _build(self: PPRSystem, corpus, folder):
+    import networkx as nx
+    t0 = time.perf_counter()
+    before = self.llm.ledger.totals() if self.llm is not None else None
+    self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
+    mentions, pairs, info = (self._ner_relations if self.mode == "ner" else self._llm_relations)(corpus)
+    t_rel = time.perf_counter() - t0
+    counts: dict[str, int] = {}
+    for ms in mentions:
+        for n in ms: counts[n] = counts.get(n, 0) + 1
+    names = sorted(counts)
+    syn = self._synonyms(names, counts)
+    P = len(self.chunks)
+    g = nx.Graph()
+    g.add_nodes_from(range(P + len(names)))
+    ent = {n: P + j for j, n in enumerate(names)}
 
-        def add(u, v):
-            w = g[u][v]["weight"] + 1 if g.has_edge(u, v) else 1
-            g.add_edge(u, v, weight=w)
-        for i, ms in enumerate(mentions):
-            for n in ms: add(i, ent[n])
-        for u, v in pairs:
-            if u in ent and v in ent and u != v: add(ent[u], ent[v])
-        for u, v in syn: add(ent[u], ent[v])
-        self.names, self.entity_node = names, ent
-        self.passages_of = np.zeros(len(names), dtype=np.int64)
-        for ms in mentions:
-            for n in set(ms): self.passages_of[ent[n] - P] += 1
-        self.T, self.dangling = transition_matrix(g, list(range(P + len(names))))
-        toks = [lexical_tokens(self.chunk_text(i)) for i in range(P)]
-        self.bm25 = bm25_from_tokens(toks)
-        from fanin.graphs import graph_stats
-        deg = np.array([d for _, d in g.degree()], dtype=np.int64)
-        stats = graph_stats(g.number_of_nodes(), deg, g.number_of_edges(), passages=P, entities=len(names),
-                            synonym_edges=len(syn), relation_pairs=len(pairs))
-        if folder is not None:
-            import scipy.sparse as sp
-            self._save_chunks(folder)
-            (folder / "entities.json").write_text(json.dumps(names))
-            np.savez(folder / "ppr.npz", passages_of=self.passages_of, dangling=self.dangling)
-            sp.save_npz(folder / "transition.npz", self.T)
-            save_bm25(folder / "bm25_tokens.json.gz", toks)
-            from fanin.llm_indexes import write_failures
-            write_failures(folder, info.get("llm_failures", []))
-        from fanin.llm_indexes import llm_cost
-        return {"n_units": P, "graph": stats, "relations_seconds": round(t_rel, 2), **(llm_cost(self.llm, before) if self.mode == "llm" else {}),
-                **{k: (len(v) if k == "llm_failures" else v) for k, v in info.items()}}
-
-    def _load(self, folder):
-        self._load_chunks(folder)
+    def add(u, v):
+        w = g[u][v]["weight"] + 1 if g.has_edge(u, v) else 1
+        g.add_edge(u, v, weight=w)
+    for i, ms in enumerate(mentions):
+        for n in ms: add(i, ent[n])
+    for u, v in pairs:
+        if u in ent and v in ent and u != v: add(ent[u], ent[v])
+    for u, v in syn: add(ent[u], ent[v])
+    self.names, self.entity_node = names, ent
+    self.passages_of = np.zeros(len(names), dtype=np.int64)
+    for ms in mentions:
+        for n in set(ms): self.passages_of[ent[n] - P] += 1
+    self.T, self.dangling = transition_matrix(g, list(range(P + len(names))))
+    toks = [lexical_tokens(self.chunk_text(i)) for i in range(P)]
+    self.bm25 = bm25_from_tokens(toks)
+    from fanin.graphs import graph_stats
+    deg = np.array([d for _, d in g.degree()], dtype=np.int64)
+    stats = graph_stats(g.number_of_nodes(), deg, g.number_of_edges(), passages=P, entities=len(names),
+                        synonym_edges=len(syn), relation_pairs=len(pairs))
+    if folder is not None:
         import scipy.sparse as sp
-        self.names = json.loads((folder / "entities.json").read_text())
-        with np.load(folder / "ppr.npz", allow_pickle=False) as z: self.passages_of, self.dangling = z["passages_of"], z["dangling"]
-        self.T = sp.load_npz(folder / "transition.npz")  # scipy reads it with allow_pickle=False
-        self.bm25 = load_bm25(folder / "bm25_tokens.json.gz")
-        self.entity_node = {n: len(self.chunks) + j for j, n in enumerate(self.names)}
+        self._save_chunks(folder)
+        (folder / "entities.json").write_text(json.dumps(names))
+        np.savez(folder / "ppr.npz", passages_of=self.passages_of, dangling=self.dangling)
+        sp.save_npz(folder / "transition.npz", self.T)
+        save_bm25(folder / "bm25_tokens.json.gz", toks)
+        from fanin.llm_indexes import write_failures
+        write_failures(folder, info.get("llm_failures", []))
+    from fanin.llm_indexes import llm_cost
+    return {"n_units": P, "graph": stats, "relations_seconds": round(t_rel, 2), **(llm_cost(self.llm, before) if self.mode == "llm" else {}),
+            **{k: (len(v) if k == "llm_failures" else v) for k, v in info.items()}}
 
-    # --- retrieve ------------------------------------------------------------------------------------------------------------
-    def seeds(self, query: str) -> np.ndarray:
-        "The personalisation vector: linked entities by specificity, passages by BM25 (weight `passage_seed_weight`)."
-        P = len(self.chunks)
-        s = np.zeros(self.T.shape[0])
-        vocab = {n: j for j, n in enumerate(self.names)}
-        for j in link_query(query, vocab, self.max_ngram):
-            s[P + j] += 1.0 / max(1, self.passages_of[j])
-        if s.sum() > 0: s /= s.sum()
-        q = lexical_tokens(query)
-        if q and self.bm25 is not None and self.passage_seed_weight > 0:
-            b = np.asarray(self.bm25.get_scores(q))
-            if b.sum() > 0: s[:P] += self.passage_seed_weight * b / b.sum()
-        return s
+@patch
+def _load(self: PPRSystem, folder):
+    self._load_chunks(folder)
+    import scipy.sparse as sp
+    self.names = json.loads((folder / "entities.json").read_text())
+    with np.load(folder / "ppr.npz", allow_pickle=False) as z: self.passages_of, self.dangling = z["passages_of"], z["dangling"]
+    self.T = sp.load_npz(folder / "transition.npz")  # scipy reads it with allow_pickle=False
+    self.bm25 = load_bm25(folder / "bm25_tokens.json.gz")
+    self.entity_node = {n: len(self.chunks) + j for j, n in enumerate(self.names)}
 
-    def retrieve(self, query, k, instance=None):
-        self._need_index()
-        s = self.seeds(query)
-        if s.sum() == 0 or k <= 0: return []  # neither a linked entity nor a query term: nothing to personalise on
-        x = personalized_pagerank(self.T, s, self.dangling, self.damping, self.max_iter, self.tol)
-        idx, sc = top_k(x[: len(self.chunks)], k)
-        return self._units(idx, sc)
+# %% ../../nbs/20_ppr.ipynb #d4f89f51_s2
+@patch
+def seeds(self: PPRSystem, query: str) -> np.ndarray:
+    "The personalisation vector: linked entities by specificity, passages by BM25 (weight `passage_seed_weight`)."
+    P = len(self.chunks)
+    s = np.zeros(self.T.shape[0])
+    vocab = {n: j for j, n in enumerate(self.names)}
+    for j in link_query(query, vocab, self.max_ngram):
+        s[P + j] += 1.0 / max(1, self.passages_of[j])
+    if s.sum() > 0: s /= s.sum()
+    q = lexical_tokens(query)
+    if q and self.bm25 is not None and self.passage_seed_weight > 0:
+        b = np.asarray(self.bm25.get_scores(q))
+        if b.sum() > 0: s[:P] += self.passage_seed_weight * b / b.sum()
+    return s
+
+@patch
+def retrieve(self: PPRSystem, query, k, instance=None):
+    self._need_index()
+    s = self.seeds(query)
+    if s.sum() == 0 or k <= 0: return []  # neither a linked entity nor a query term: nothing to personalise on
+    x = personalized_pagerank(self.T, s, self.dangling, self.damping, self.max_iter, self.tol)
+    idx, sc = top_k(x[: len(self.chunks)], k)
+    return self._units(idx, sc)
