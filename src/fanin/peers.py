@@ -326,7 +326,7 @@ def _models(self: PeerSystem) -> tuple[str, str, int]:
 def _url(self: PeerSystem, stage: str) -> str: return self.gateway.url_for(stage, self.name)  # the gateway counts calls per stage and system
 
 @patch
-def _ensure_proc(self: PeerSystem) -> PeerProcess:
+def _ensure_proc(self: PeerSystem, log_dir: Path | None = None) -> PeerProcess:
     if self.proc is not None and self.proc.proc.poll() is None: return self.proc
     if self.env is None: self.env = peer_env(self.peer, self.root, self.envs, log=print)
     g = self._gateway()
@@ -338,7 +338,9 @@ def _ensure_proc(self: PeerSystem) -> PeerProcess:
                 "HF_HUB_OFFLINE": "1", "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                 "PYTHONHASHSEED": "0"})  # peers iterate sets of strings (nano-graphrag's relationship ties): fixed, runs repeat
     env.pop("PYTHONPATH", None)
-    log = self.env.folder.parent.parent / "logs" / f"{self.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    # the adapter's log sits beside the index it builds or serves (`<index root>/peer_logs/`), else beside the environments
+    log_dir = Path(log_dir) if log_dir is not None else self.env.folder.parent.parent / "logs"
+    log = log_dir / f"{self.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     self.proc = PeerProcess(self.env.python, peers_dir(self.root) / self.peer / "adapter.py", env, log)
     hello = self.proc.hello
     if hello.get("version") != self.env.lock.version:
@@ -361,7 +363,7 @@ def _build(self: PeerSystem, corpus, folder):
     self.env = peer_env(self.peer, self.root, self.envs, log=print)
     env_s = time.perf_counter() - t0
     before = self.llm.ledger.totals() if self.llm is not None else None
-    proc = self._ensure_proc()
+    proc = self._ensure_proc(Path(folder).parent / "peer_logs" if folder is not None else None)
     from fanin.gateway import Gateway
     counted = isinstance(self.gateway, Gateway)   # an `Endpoint` handed over as is counts nothing
     emb0 = self.gateway.usage("index", self.name) if counted else {}
@@ -390,7 +392,7 @@ def _load(self: PeerSystem, folder):
 
 @patch
 def _open(self: PeerSystem):
-    proc = self._ensure_proc()
+    proc = self._ensure_proc(self.workdir.parent.parent / "peer_logs")
     if getattr(self, "_opened", None) != self.workdir:
         proc.call({"op": "load", "workdir": str(self.workdir)}, self.timeout_s)
         self._opened = self.workdir
