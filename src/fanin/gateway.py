@@ -297,6 +297,7 @@ async def _guard(self: Gateway, request):
         return stage, system, None, self._error(400, "the body must be a JSON object", "invalid_request_error")
     return stage, system, body, None
 
+# %% ../../nbs/29_gateway.ipynb #gw10_s2_p0
 @patch
 def _model_list(self: Gateway) -> list[dict]:
     out = [{"id": self.chat_model, "object": "model", "created": 0, "owned_by": "fanin", "fanin_role": "chat"}]
@@ -317,6 +318,7 @@ async def _models(self: Gateway, request):
         return JSONResponse(hit[0])
     return JSONResponse({"object": "list", "data": models})
 
+# %% ../../nbs/29_gateway.ipynb #gw10_s2_p1
 @patch
 def _chat_call(self: Gateway, args: dict, stage: str, system: str) -> Reply:
     kw = dict(args)
@@ -360,6 +362,7 @@ async def _chat(self: Gateway, request):
         return StreamingResponse(iter(stream_events(comp, usage)), media_type="text/event-stream", headers=headers)
     return JSONResponse(comp, headers=headers)
 
+# %% ../../nbs/29_gateway.ipynb #gw10_s2_p2
 @patch
 def _embed(self: Gateway, texts: list[str]) -> tuple[np.ndarray, dict, int]:
     with self._embed_lock:   # one batch at a time: the embedder's sessions are built lazily and not for concurrent callers
@@ -395,6 +398,7 @@ async def _embeddings(self: Gateway, request):
     headers = {"x-fanin-cache": "hit" if st["misses"] == 0 else "miss", "x-fanin-stage": stage}
     return JSONResponse(embedding_object(vecs, self.embedding_model, tokens, fmt), headers=headers)
 
+# %% ../../nbs/29_gateway.ipynb #gw10_s2_p3
 @patch
 async def _health(self: Gateway, request):
     from starlette.responses import JSONResponse

@@ -457,6 +457,7 @@ def cached(self: LLM, request: dict, key: str, allow_empty: bool = False) -> dic
     hit = self.cache.get(key)
     return hit if hit is not None or not allow_empty else self.cache.get_empty(key)
 
+# %% ../../nbs/11_llm.ipynb #06971e10_1_s3_p0
 @patch
 def chat(self: LLM, messages: Sequence[dict], *, stage: str = "", system: str = "", prompt_version: str = "",
          schema: dict | None = None, allow_empty: bool = False, **sampling) -> Reply:
@@ -493,6 +494,7 @@ def chat(self: LLM, messages: Sequence[dict], *, stage: str = "", system: str = 
             raise
     return reply
 
+# %% ../../nbs/11_llm.ipynb #06971e10_1_s3_p1
 @patch
 def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
     import openai
@@ -546,6 +548,7 @@ def _healthy_now(self: LLM) -> bool:
         with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=2): return True
     except OSError: return False
 
+# %% ../../nbs/11_llm.ipynb #06971e10_1_s3_p2
 @patch
 def map(self: LLM, fn: Callable, items: Sequence) -> list:
     """fn over items with at most `concurrency` calls in flight; results in input order. On Ctrl-C (or any error) the
