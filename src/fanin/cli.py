@@ -170,7 +170,7 @@ def cmd_judge_check(overrides, cases=None, out=None) -> dict:
     cfg = compose(overrides)
     from fanin.components import make_judge
     judge = make_judge(cfg.judge)
-    rows = load_cases(resolve_path(cases or DEFAULT_CASES))
+    rows = load_cases(resolve_path(cases or judge.cases or DEFAULT_CASES))   # the judge's own set when it declares one
     llm = make_llm(cfg, role="judge") if judge.kind == "llm" else None
     if llm is not None:
         with llm: df, s = judge_check(judge, rows, llm)
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("name", nargs="?", help="the table's name (`fanin table --list`)")
     tb.add_argument("--list", action="store_true", help="print every registered table's name, one per line")
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
-    jc.add_argument("--cases", default=None, help="JSONL cases (default: data/judge_meta/cases.jsonl)")
+    jc.add_argument("--cases", default=None, help="JSONL cases (default: the judge's own set, else data/judge_meta/cases.jsonl)")
     jc.add_argument("--out", default=None, help="write one JSONL row per case with the judge's verdict")
     d = sub.add_parser("data", help="fetch a dataset that can be downloaded (needs the internet): wildgraphbench (default), graphrag_bench")
     d.add_argument("dataset", nargs="?", default="wildgraphbench", help="a configs/dataset/ name"); d.add_argument("--dest", default=None)

@@ -23,8 +23,8 @@ from .text import lexical_tokens
 from .config import config_hash, repo_root, resolve_path
 
 # %% auto #0
-__all__ = ['ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'DEFAULT_CASES', 'normalize_answer', 'exact_match', 'token_f1',
-           'containment', 'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic',
+__all__ = ['ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'CASE_QTYPES', 'DEFAULT_CASES', 'normalize_answer', 'exact_match',
+           'token_f1', 'containment', 'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic',
            'summary_aggregate', 'parse_choices', 'gb_choice_accuracy', 'gb_multi_select_accuracy', 'gb_ar', 'sentences',
            'degenerate_answer', 'Judge', 'ProxyJudge', 'WildGraphBenchJudge', 'AnswerCorrectnessJudge',
            'GraphRAGBenchJudge', 'numbers', 'novel_part', 'fact_support', 'KeyFactJudge', 'answer_table', 'load_cases',
@@ -177,6 +177,7 @@ class Judge:
     "Base: scores one answer; failures become status=failed rows with the reason. `verdict` reads a judgment as correct (1) or not (0)."
     name, kind = "judge", "proxy"
     needs_rationale = False
+    cases: str | None = None   # the labelled cases its agreement is measured on (None: data/judge_meta/cases.jsonl)
 
     def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
 
@@ -305,6 +306,7 @@ class GraphRAGBenchJudge(Judge):
     "GraphRAG-Bench accuracy by type (MC/TF exact, MS subset rule, FB/OE graded by the LLM), R (graded rationale) and AR."
     kind = "llm"
     needs_rationale = True
+    cases = "data/judge_meta/graphrag_bench_cases.jsonl"   # FB / OE answers, the types its LLM grades (MC / MS / TF are rules)
 
     def __init__(self, name: str = "graphrag_bench", prompt: str = "judge_graded", half_credit: str = "zero", max_tokens: int = 256):
         self.name, self.half_credit, self.max_tokens, self.prompt = name, half_credit, max_tokens, load_prompt(prompt)
@@ -463,6 +465,7 @@ def answer_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 # %% ../../nbs/13_judges.ipynb #jccode01
 CASE_FIELDS = ("id", "qtype", "question", "reference", "statements", "answer", "label")
+CASE_QTYPES = ("single-fact", "multi-fact", "summary", "FB", "MC", "MS", "TF", "OE")   # WildGraphBench's and GraphRAG-Bench's types
 
 
 def load_cases(path) -> list[dict]:
@@ -477,8 +480,8 @@ def load_cases(path) -> list[dict]:
         missing = [f for f in CASE_FIELDS if f not in r]
         if missing: raise ValueError(f"{path}:{n}: field(s) {missing} missing; a case needs {', '.join(CASE_FIELDS)}")
         if r["label"] not in (0, 1): raise ValueError(f"{path}:{n}: label={r['label']!r}; use 1 (correct) or 0 (wrong)")
-        if r["qtype"] not in ("single-fact", "multi-fact", "summary"):
-            raise ValueError(f"{path}:{n}: qtype={r['qtype']!r}; use single-fact, multi-fact or summary")
+        if r["qtype"] not in CASE_QTYPES:
+            raise ValueError(f"{path}:{n}: qtype={r['qtype']!r}; use one of {', '.join(CASE_QTYPES)}")
         if not isinstance(r["statements"], list): raise ValueError(f"{path}:{n}: statements={r['statements']!r}; give a list (may be empty)")
         if r["qtype"] == "summary" and not r["statements"] and not r["reference"]:
             raise ValueError(f"{path}:{n}: a summary case needs statements or a reference")
@@ -516,13 +519,13 @@ _AGREEMENT: dict[str, dict] = {}
 def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accuracy: float = 0.8) -> dict:
     "The judge's measured agreement with the lab's labelled cases (computed once per judge x judge model x cases file)."
 
-    path = resolve_path(cases or DEFAULT_CASES)
+    path = resolve_path(cases or judge.cases or DEFAULT_CASES)
     uses = llm if judge.kind == "llm" else None
     key = config_hash({"judge": judge.setting(), "llm": uses.setting() if uses else None, "cases": str(path),
                        "mtime": path.stat().st_mtime if path.exists() else None})
     if key not in _AGREEMENT:
         _, s = judge_check(judge, load_cases(path), uses)
-        _AGREEMENT[key] = {"cases": str(path.name), "n": s["n"], "accuracy": round(s["accuracy"], 3),
+        _AGREEMENT[key] = {"cases": str(path.name), "n": s["n"], "judged": s["judged"], "accuracy": round(s["accuracy"], 3),
                            "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 3), "failed": s["failed"],
                            "validated": s["accuracy"] >= min_accuracy, "min_accuracy": min_accuracy}
     return _AGREEMENT[key]
@@ -532,4 +535,5 @@ def agreement_label(a: dict | None) -> str:
     "How a setting card states a judge's agreement: 'acc 0.91, kappa 0.81 on 96 labelled cases', flagged when below the bar."
     if not a: return "agreement not measured"
     s = f"acc {a['accuracy']:.2f}, kappa {a['kappa'] if a['kappa'] is not None else 'nan'} on {a['n']} labelled cases"
+    if a.get("failed"): s += f" ({a['failed']} of them not judged: counted as disagreement)"
     return s if a["validated"] else s + f" — BELOW {a['min_accuracy']:.2f}: not a validated judge"

@@ -49,12 +49,15 @@ class Reader:
     evidence), the answer budget (`max_tokens`) and a margin for the chat template; `evidence_tokens` caps it further.
     Whole units are shown in rank order; what was cut is recorded on every answer."""
     def __init__(self, name: str = "authtrace", prompt: str = "answer", closed_book_prompt: str = "answer_closed_book",
-                 rationale_prompt: str = "answer_rationale", evidence_tokens: int | None = None, max_tokens: int = 256,
-                 margin_tokens: int = 64, rationale: bool = False):
+                 rationale_prompt: str = "answer_rationale", closed_book_rationale_prompt: str = "answer_closed_book_rationale",
+                 evidence_tokens: int | None = None, max_tokens: int = 256, margin_tokens: int = 64, rationale: bool = False):
         self.name, self.evidence_tokens, self.max_tokens, self.margin_tokens = name, evidence_tokens, max_tokens, margin_tokens
         self.rationale = rationale
-        self.prompt, self.closed_prompt = load_prompt(rationale_prompt if rationale else prompt), load_prompt(closed_book_prompt)
-        self._names = {"prompt": prompt, "closed_book_prompt": closed_book_prompt, "rationale_prompt": rationale_prompt}
+        # a rationale reader asks every system for its reasoning, the closed-book one included (its R is graded like any other)
+        self.prompt = load_prompt(rationale_prompt if rationale else prompt)
+        self.closed_prompt = load_prompt(closed_book_rationale_prompt if rationale else closed_book_prompt)
+        self._names = {"prompt": prompt, "closed_book_prompt": closed_book_prompt, "rationale_prompt": rationale_prompt,
+                       "closed_book_rationale_prompt": closed_book_rationale_prompt}
 
     def with_rationale(self) -> "Reader":
         "The same reader asked for an answer and its rationale (GraphRAG-Bench's R and AR judge the rationale)."
@@ -103,8 +106,7 @@ class Reader:
             return Answer(**base, status="failed", error=e.reason)
         meta.update(finish_reason=r.finish_reason, cut=r.cut)
         text = r.text.strip()
-        if self.rationale and p is self.prompt:
-            text, meta["rationale"] = split_rationale(text)
+        if self.rationale: text, meta["rationale"] = split_rationale(text)
         rec = r.record(); meta["served_model"] = rec.pop("model")
         return Answer(**base, status="ok", text=text, **rec)
 
