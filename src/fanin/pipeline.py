@@ -197,9 +197,18 @@ def stage_tables(cfg: DictConfig, df: pd.DataFrame, folder: Path) -> dict[str, p
 
 # %% ../../nbs/07_pipeline.ipynb #b2c4e6a2
 def answer_sample(cfg: DictConfig, ds) -> list:
-    "The questions of the answer stage: `answer.per_domain_type` per (domain, type), drawn with `answer.seed`; all when null."
+    """The questions of the answer stage: those of `answer.domains` (null: every domain of the run), then `answer.per_domain_type`
+    per (domain, type), drawn with `answer.seed`; all when null. Answers cost model time (a whole pack is ~6.5k prompt tokens,
+    ~30 s on 2 cores), so the default experiment answers a few domains while its evidence covers all of them."""
     a = cfg.get("answer") or {}
-    n, insts = a.get("per_domain_type"), ds.instances()
+    n, insts, doms = a.get("per_domain_type"), ds.instances(), a.get("domains")
+    if doms is not None:   # those of the run's domains that are answer domains (a run on culture alone answers culture)
+        unknown = sorted(set(doms) - set(ds.all_domains))
+        if unknown: raise ConfigError(f"answer.domains={list(doms)}: {unknown} not a domain of {ds.name} ({', '.join(ds.all_domains)})")
+        keep = set(doms) & set(ds.domains)
+        if not keep: raise ConfigError(f"answer.domains={list(doms)}: none is among the run's domains {list(ds.domains)}, so "
+                                       f"nothing would be answered; set answer.domains=null (answer every domain) or list some of them")
+        insts = [i for i in insts if i.domain in keep]
     if n is None: return insts
     rng, cells = random.Random(a.get("seed", 0)), defaultdict(list)
     for i in sorted(insts, key=lambda i: i.id): cells[(i.domain, i.qtype)].append(i)
@@ -218,6 +227,7 @@ def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
     "Where one (packs, reader, reader model, prompt version, sample)'s answers live: `<run>/answers-<reader>-<model>-<hash>/`."
     ident = {"reader": reader.setting(), "llm": llm.setting(), "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
     for k in ("judges", "max_failed_share", "check_judges"): ident["sample"].pop(k, None)
+    if ident["sample"].get("domains") is None: ident["sample"].pop("domains", None)   # unset: the folder keys of before
     return folder / f"answers-{reader.name}-{_slug(llm.model)}-{config_hash(ident)}"
 
 
