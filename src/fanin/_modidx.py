@@ -364,6 +364,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'fanin.judges.GraphRAGBenchJudge.setting': ('judges.html#graphragbenchjudge.setting', 'fanin/judges.py'),
                               'fanin.judges.GraphRAGBenchJudge.verdict': ('judges.html#graphragbenchjudge.verdict', 'fanin/judges.py'),
                               'fanin.judges.Judge': ('judges.html#judge', 'fanin/judges.py'),
+                              'fanin.judges.Judge.cases_path': ('judges.html#judge.cases_path', 'fanin/judges.py'),
                               'fanin.judges.Judge.judge': ('judges.html#judge.judge', 'fanin/judges.py'),
                               'fanin.judges.Judge.score': ('judges.html#judge.score', 'fanin/judges.py'),
                               'fanin.judges.Judge.setting': ('judges.html#judge.setting', 'fanin/judges.py'),

@@ -155,22 +155,21 @@ def cmd_sweep(overrides, kernel="python3"):
             pm.execute_notebook(str(nb), str(dst), parameters={"overrides": ov}, kernel_name=kernel, progress_bar=False,
                                 cwd=str(repo_root() / "nbs"))
     from fanin.experiments import run_table, table_names
-    from fanin.lab_report import fig_topk, read_table
-    paths = run_table(name if name in table_names() else "topk", base, out_name=name)   # the registered table topk / topk_graphs
-    topk, setting = read_table(paths[""]), paths[""].read_text(encoding="utf-8").splitlines()[0].removeprefix("# setting: ")
-    fig_topk(topk, resolve_path(cfg.paths.outputs) / "figures" / f"{name}_er_ep.png", setting)
-    print(topk.to_string(index=False))
+    from fanin.lab_report import read_table
+    # the registered table topk / topk_graphs, with its figure outputs/figures/<name>_er_ep.png
+    paths = run_table(name if name in table_names() else "topk", base, out_name=name)
+    print(read_table(paths[""]).to_string(index=False))
 
 # %% ../../nbs/09_cli.ipynb #cl14
 def cmd_judge_check(overrides, cases=None, out=None) -> dict:
     """Run the configured judge (`judge=<name>`, on `judge_llm` / `llm` when it is an LLM judge) over labelled cases; print the
     agreement by kind and, last, `judge-check judge=<name> model=<model> n=<N> accuracy=<float> kappa=<float>`."""
-    from fanin.judges import DEFAULT_CASES, judge_check, load_cases
+    from fanin.judges import judge_check, load_cases
     from fanin.pipeline import make_llm
     cfg = compose(overrides)
     from fanin.components import make_judge
     judge = make_judge(cfg.judge)
-    rows = load_cases(resolve_path(cases or judge.cases or DEFAULT_CASES))   # the judge's own set when it declares one
+    rows = load_cases(judge.cases_path(cases))   # the judge's own set when it declares one
     llm = make_llm(cfg, role="judge") if judge.kind == "llm" else None
     if llm is not None:
         with llm: df, s = judge_check(judge, rows, llm)

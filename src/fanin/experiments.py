@@ -342,13 +342,14 @@ def topk_frame(overrides) -> pd.DataFrame | None:
 
 
 def topk(overrides) -> Table:
-    "Driver: the top-k sweep's table from its finished runs (`fanin sweep` makes them, then this table)."
-    from fanin.lab_report import manifests, setting_line
+    "Driver: the top-k sweep's table from its finished runs (`fanin sweep` makes them, then this table) and its ER/EP-by-k figure."
+    from fanin.lab_report import fig_topk, manifests, setting_line
     t = topk_frame(overrides)
     if t is None: raise ConfigError(f"no finished run of the top-k sweep: run `fanin sweep {' '.join(overrides)}` first")
     cfg = compose(sweep_overrides(overrides))
     out = resolve_path(cfg.paths.outputs) / cfg.experiment_name
-    return Table(t, "top-k sweep: " + setting_line(manifests([out / r for r in t.run_key])))
+    return Table(t, "top-k sweep: " + setting_line(manifests([out / r for r in t.run_key])),
+                 figures={"er_ep": lambda path, setting: fig_topk(t, path, setting)})
 
 # %% ../../nbs/35_experiments.ipynb #ex28
 def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max_failed_share: float = 0.1, n_boot: int = 2000,

@@ -181,6 +181,10 @@ class Judge:
 
     def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
 
+    def cases_path(self, cases=None):
+        "The labelled cases to check it on: `cases` when given, else its own set, else the lab's (data/judge_meta/cases.jsonl)."
+        return resolve_path(cases or self.cases or DEFAULT_CASES)
+
     def verdict(self, inst: Instance, j: Judgment) -> float:
         "1.0 correct / 0.0 wrong under this judge's own scale, NaN for a failed judgment (never 0)."
         raise NotImplementedError
@@ -519,7 +523,7 @@ _AGREEMENT: dict[str, dict] = {}
 def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accuracy: float = 0.8) -> dict:
     "The judge's measured agreement with the lab's labelled cases (computed once per judge x judge model x cases file)."
 
-    path = resolve_path(cases or judge.cases or DEFAULT_CASES)
+    path = judge.cases_path(cases)
     uses = llm if judge.kind == "llm" else None
     key = config_hash({"judge": judge.setting(), "llm": uses.setting() if uses else None, "cases": str(path),
                        "mtime": path.stat().st_mtime if path.exists() else None})
