@@ -103,7 +103,7 @@ def test_papermill_notebook_runs(tiny_overrides, tmp_path):
 
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_answer_domains_restrict_the_answer_sample_and_refuse_what_answers_nothing():
-    "answer.domains: the answered domains among the run's (the paper default answers 4 of 12); a typo or an empty overlap stops."
+    "answer.domains: the answered domains among the run's (the paper default answers 3 of 12); a typo or an empty overlap stops."
     from fanin.components import load_dataset
     from fanin.config import ConfigError, compose
     from fanin.pipeline import answer_sample
@@ -114,6 +114,6 @@ def test_answer_domains_restrict_the_answer_sample_and_refuse_what_answers_nothi
     every = answer_sample(cfg, ds)
     assert every and answer_sample(compose(base + ["answer.domains=[nature,culture]"]), ds) == every   # culture: not in this run
     with pytest.raises(ConfigError, match="none is among the run's domains"):
-        answer_sample(compose(base + ["experiment=paper", "answer.per_domain_type=null"]), ds)   # paper answers 4 others
+        answer_sample(compose(base + ["experiment=paper", "answer.per_domain_type=null"]), ds)   # paper answers 3 others
     with pytest.raises(ConfigError, match=r"\['natur'\] not a domain of wildgraphbench"):
         answer_sample(compose(base + ["answer.domains=[natur]"]), ds)
