@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+from fastcore.basics import patch
 
 from .config import ConfigError, resolve_path
 from .segment import normalise
@@ -66,59 +67,65 @@ class AuthTraceFormat:
             self._records = recs
         return self._records
 
-    def validate(self) -> pd.DataFrame:
-        "Every problem of the dataset: file, line, id, field, value, severity (error / warning), problem."
-        if self._report is not None: return self._report
-        path, rows = self.root / "instances.jsonl", []
-        def add(n, rid, field, value, severity, problem):
-            rows.append({"file": str(path), "line": n, "id": rid, "field": field, "value": str(value)[:200],
-                         "severity": severity, "problem": problem})
-        docs = {d.id: normalise(d.text) for a in self.all_domains for d in self.corpus(a)}
-        for n, r in self._load():
-            rid = r.get("id", "")
-            bad = False
-            for f, t in REQUIRED.items():
-                if f not in r: add(n, rid, f, "(missing)", "error", f"required field; expected {t.__name__}"); bad = True
-                elif not isinstance(r[f], t): add(n, rid, f, r[f], "error", f"expected {t.__name__}, got {type(r[f]).__name__}"); bad = True
-            if bad: continue
-            for k, u in enumerate(r["gold_evidence_units"]):
-                field = f"gold_evidence_units[{k}]"
-                if not isinstance(u, dict) or not isinstance(u.get("doc_id"), str) or not isinstance(u.get("quote"), str):
-                    add(n, rid, field, u, "error", 'expected {"doc_id": str, "quote": str}'); continue
-                if u["doc_id"] not in docs:
-                    add(n, rid, f"{field}.doc_id", u["doc_id"], "error", f"no such document: expected corpus/{u['doc_id']}.txt"); continue
-                if normalise(u["quote"]) not in docs[u["doc_id"]]:
-                    add(n, rid, f"{field}.quote", u["quote"], "error",
-                        f"the quote does not occur in {u['doc_id']} (after normalisation): fix the quote or its doc_id")
-            if not r["gold_evidence_units"]: add(n, rid, "gold_evidence_units", "[]", "error", "at least one gold evidence unit is needed")
-            fan = len({u.get("doc_id") for u in r["gold_evidence_units"] if isinstance(u, dict)})
-            if r["fan_in"] != fan:
-                add(n, rid, "fan_in", r["fan_in"], "warning", f"declared fan-in {r['fan_in']} but the evidence spans {fan} documents; using {fan}")
-        self._report = pd.DataFrame(rows, columns=["file", "line", "id", "field", "value", "severity", "problem"])
-        return self._report
-
-    def instances(self, domain: str | None = None) -> list[Instance]:
-        rep = self.validate()
-        errors = rep[rep.severity == "error"]
-        if self.strict and len(errors):
-            e = errors.iloc[0]
-            raise RecordError(e.file, int(e.line), e.field, e.value, e.problem,
-                              f"{len(errors)} error(s) in all; see AuthTraceFormat.validate() (or load with strict=false)")
-        skip = set(errors.line)
-        out = []
-        for n, r in self._load():
-            if n in skip or r["author"] not in self.domains or (domain and r["author"] != domain): continue
-            gold_docs = list(dict.fromkeys(u["doc_id"] for u in r["gold_evidence_units"]))
-            out.append(Instance(id=r["id"], dataset=self.name, domain=r["author"], query=r["query"],
-                                qtype="single-doc" if len(gold_docs) == 1 else "multi-doc", answer=r["reference_answer"],
-                                gold_docs=gold_docs, gold_quotes=[dict(u) for u in r["gold_evidence_units"]],
-                                gold_claims=list(r["gold_claim_units"]), fan_in=len(gold_docs),
-                                meta={"theme": r.get("theme", ""), "declared_fan_in": r["fan_in"], "line": n}))
-        return out
-
     def topic_dir(self, domain: str) -> Path: return self.root / "corpus" / domain
 
     def snapshot(self) -> dict:
         h = hashlib.sha1((self.root / "instances.jsonl").read_bytes()).hexdigest()[:12]
         return {"dataset": self.name, "source": str(self.root.name), "commit": "local", "qa_sha1": h, "root": str(self.root),
                 "domains": self.domains, "clean": False}
+
+# %% ../../nbs/16_authtrace_format.ipynb #b5305e79
+@patch
+def validate(self: AuthTraceFormat) -> pd.DataFrame:
+    "Every problem of the dataset: file, line, id, field, value, severity (error / warning), problem."
+    if self._report is not None: return self._report
+    path, rows = self.root / "instances.jsonl", []
+    def add(n, rid, field, value, severity, problem):
+        rows.append({"file": str(path), "line": n, "id": rid, "field": field, "value": str(value)[:200],
+                     "severity": severity, "problem": problem})
+    docs = {d.id: normalise(d.text) for a in self.all_domains for d in self.corpus(a)}
+    for n, r in self._load():
+        rid = r.get("id", "")
+        bad = False
+        for f, t in REQUIRED.items():
+            if f not in r: add(n, rid, f, "(missing)", "error", f"required field; expected {t.__name__}"); bad = True
+            elif not isinstance(r[f], t): add(n, rid, f, r[f], "error", f"expected {t.__name__}, got {type(r[f]).__name__}"); bad = True
+        if bad: continue
+        for k, u in enumerate(r["gold_evidence_units"]):
+            field = f"gold_evidence_units[{k}]"
+            if not isinstance(u, dict) or not isinstance(u.get("doc_id"), str) or not isinstance(u.get("quote"), str):
+                add(n, rid, field, u, "error", 'expected {"doc_id": str, "quote": str}'); continue
+            if u["doc_id"] not in docs:
+                add(n, rid, f"{field}.doc_id", u["doc_id"], "error", f"no such document: expected corpus/{u['doc_id']}.txt"); continue
+            if normalise(u["quote"]) not in docs[u["doc_id"]]:
+                add(n, rid, f"{field}.quote", u["quote"], "error",
+                    f"the quote does not occur in {u['doc_id']} (after normalisation): fix the quote or its doc_id")
+        if not r["gold_evidence_units"]: add(n, rid, "gold_evidence_units", "[]", "error", "at least one gold evidence unit is needed")
+        fan = len({u.get("doc_id") for u in r["gold_evidence_units"] if isinstance(u, dict)})
+        if r["fan_in"] != fan:
+            add(n, rid, "fan_in", r["fan_in"], "warning", f"declared fan-in {r['fan_in']} but the evidence spans {fan} documents; using {fan}")
+    self._report = pd.DataFrame(rows, columns=["file", "line", "id", "field", "value", "severity", "problem"])
+    return self._report
+
+
+# %% ../../nbs/16_authtrace_format.ipynb #b5305e7b
+@patch
+def instances(self: AuthTraceFormat, domain: str | None = None) -> list[Instance]:
+    rep = self.validate()
+    errors = rep[rep.severity == "error"]
+    if self.strict and len(errors):
+        e = errors.iloc[0]
+        raise RecordError(e.file, int(e.line), e.field, e.value, e.problem,
+                          f"{len(errors)} error(s) in all; see AuthTraceFormat.validate() (or load with strict=false)")
+    skip = set(errors.line)
+    out = []
+    for n, r in self._load():
+        if n in skip or r["author"] not in self.domains or (domain and r["author"] != domain): continue
+        gold_docs = list(dict.fromkeys(u["doc_id"] for u in r["gold_evidence_units"]))
+        out.append(Instance(id=r["id"], dataset=self.name, domain=r["author"], query=r["query"],
+                            qtype="single-doc" if len(gold_docs) == 1 else "multi-doc", answer=r["reference_answer"],
+                            gold_docs=gold_docs, gold_quotes=[dict(u) for u in r["gold_evidence_units"]],
+                            gold_claims=list(r["gold_claim_units"]), fan_in=len(gold_docs),
+                            meta={"theme": r.get("theme", ""), "declared_fan_in": r["fan_in"], "line": n}))
+    return out
+

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Annotated
 
+from fastcore.basics import patch
 from pydantic import AfterValidator, ConfigDict, Field
 
 from .config import ConfigError, resolve_path
@@ -65,6 +66,7 @@ def reader_question(q: GBQuestion, qtype: str) -> str:
     return f"{q.question}\n{opts}\n{how}"
 
 
+# %% ../../nbs/34_graphrag_bench.ipynb #gb05d
 class GraphRAGBench:
     """GraphRAG-Bench in its released layout (`questions/<TYPE>.jsonl`, `textbooks/textbookN/textbookN.md`): one domain
     (`textbooks`), one document per textbook, every question an instance with its type, answer, rationale and options.
@@ -142,25 +144,29 @@ class GraphRAGBench:
 
     HUB = "Awesome-GraphRAG/GraphRAG-Bench"   # the dataset repository on the Hugging Face hub (no licence declared)
 
-    @classmethod
-    def fetch(cls, dest=None) -> Path:
-        """`fanin data graphrag_bench --dest PATH`: download the released folder from the hub into `dest` and check its layout
-        with the loader. Its data is not redistributed and declares no licence: for the user's own runs, never to be committed."""
-        if not dest: raise ConfigError("fanin data graphrag_bench needs --dest PATH (its data is not redistributed: keep it outside the repository)")
-        dest = Path(dest)
-        try:
-            from huggingface_hub import snapshot_download
-            snapshot_download(repo_id=cls.HUB, repo_type="dataset", local_dir=str(dest),
-                              allow_patterns=["questions/*", "textbooks/*", "textbooks/**"])
-        except Exception as e:
-            raise ConfigError(f"cannot fetch GraphRAG-Bench from the Hugging Face hub ({cls.HUB}): {type(e).__name__}: {str(e)[:200]}. "
-                              f"This needs huggingface.co, which this machine may not reach; with the released folder copied here by hand, "
-                              f"use dataset=graphrag_bench dataset.root={dest}")
-        cls(dest)   # the layout and every field, checked now
-        return dest
 
-    def snapshot(self) -> dict:
-        h = hashlib.sha1()
-        for t in self.types: h.update((self.root / "questions" / f"{t}.jsonl").read_bytes())
-        return {"dataset": self.name, "source": self.root.name, "commit": "local", "qa_sha1": h.hexdigest()[:12], "root": str(self.root),
-                "domains": self.domains, "clean": False, "types": self.types}
+# %% ../../nbs/34_graphrag_bench.ipynb #gb05f
+@patch(cls_method=True)
+def fetch(cls: GraphRAGBench, dest=None) -> Path:
+    """`fanin data graphrag_bench --dest PATH`: download the released folder from the hub into `dest` and check its layout
+    with the loader. Its data is not redistributed and declares no licence: for the user's own runs, never to be committed."""
+    if not dest: raise ConfigError("fanin data graphrag_bench needs --dest PATH (its data is not redistributed: keep it outside the repository)")
+    dest = Path(dest)
+    try:
+        from huggingface_hub import snapshot_download
+        snapshot_download(repo_id=cls.HUB, repo_type="dataset", local_dir=str(dest),
+                          allow_patterns=["questions/*", "textbooks/*", "textbooks/**"])
+    except Exception as e:
+        raise ConfigError(f"cannot fetch GraphRAG-Bench from the Hugging Face hub ({cls.HUB}): {type(e).__name__}: {str(e)[:200]}. "
+                          f"This needs huggingface.co, which this machine may not reach; with the released folder copied here by hand, "
+                          f"use dataset=graphrag_bench dataset.root={dest}")
+    cls(dest)   # the layout and every field, checked now
+    return dest
+
+
+@patch
+def snapshot(self: GraphRAGBench) -> dict:
+    h = hashlib.sha1()
+    for t in self.types: h.update((self.root / "questions" / f"{t}.jsonl").read_bytes())
+    return {"dataset": self.name, "source": self.root.name, "commit": "local", "qa_sha1": h.hexdigest()[:12], "root": str(self.root),
+            "domains": self.domains, "clean": False, "types": self.types}
