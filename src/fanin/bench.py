@@ -20,8 +20,8 @@ from .config import compose, instantiate, resolve_path
 
 # %% auto #0
 __all__ = ['PEER_BENCH_BASE', 'BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding',
-           'bench_main', 'bench_reader', 'bench_segment', 'bench_evidence', 'bench_peer', 'format_peer_line',
-           'peer_error_line', 'bench_peer_line', 'bench_peers']
+           'bench_main', 'bench_reader', 'bench_segment', 'bench_evidence', 'bench_bm25_backends', 'bench_peer',
+           'format_peer_line', 'peer_error_line', 'bench_peer_line', 'bench_peers']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
 # the peers `make bench` runs (`bench_main(peers=...)`): the real packages, each in its own pinned environment (`fanin.peers`)
@@ -99,6 +99,7 @@ def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph
     for reader in BENCH_READERS: print(bench_reader([*overrides, *reader]), flush=True)
     print(bench_segment(overrides), flush=True)
     print(bench_evidence(overrides), flush=True)
+    print(bench_bm25_backends(overrides), flush=True)
     for d, s in [(d, s) for d in domains for s in systems] + [(d, s) for d in graph_domains for s in graph_systems]:
         r = subprocess.run([sys.executable, "-m", "fanin.cli", "bench", "--one", s, d, *overrides], capture_output=True, text=True)
         if r.returncode != 0:
@@ -187,6 +188,30 @@ def bench_evidence(overrides=(), experiment: str = "paper") -> str:
             judge.judge(p, insts[p.instance_id]); n += 1
     dt = time.perf_counter() - t
     return f"bench evidence judge=document runs={len(folders)} packs={n} seconds={dt:.1f} packs_per_s={n / dt:.0f}"
+
+# %% ../../nbs/10_bench.ipynb #bb19cd01
+def bench_bm25_backends(overrides=(), domain: str = "culture", k: int = 5) -> str:
+    "rank-bm25 against bm25s on one domain: latency of each and the mean top-k overlap of their rankings."
+    from fanin.components import load_dataset
+    cfg = compose(["system=bm25", f"dataset.domains=[{domain}]", "progress=false", *overrides])
+    ds = load_dataset(cfg)
+    corpus, insts = ds.corpus(domain), ds.instances(domain)
+    tops, lat, index_s = {}, {}, {}
+    for backend in ("rank_bm25", "bm25s"):
+        s = instantiate(cfg.system, backend=backend)
+        t0 = time.perf_counter(); s.index(corpus, None); index_s[backend] = time.perf_counter() - t0
+        tops[backend], lat[backend] = [], []
+        for inst in insts:
+            t = time.perf_counter()
+            units = s.retrieve(inst.query, k, inst)
+            lat[backend].append((time.perf_counter() - t) * 1000)
+            tops[backend].append({u.meta["chunk"] for u in units})
+    overlap = float(np.mean([len(a & b) / max(len(a), 1) for a, b in zip(tops["rank_bm25"], tops["bm25s"])]))
+    ms = {b: (np.percentile(v, 50), np.percentile(v, 95)) for b, v in lat.items()}
+    return (f"bench bm25_backends domain={domain} queries={len(insts)} k={k} top_k_overlap={overlap:.3f} "
+            f"rank_bm25_p50_ms={ms['rank_bm25'][0]:.3f} rank_bm25_p95_ms={ms['rank_bm25'][1]:.3f} rank_bm25_index_s={index_s['rank_bm25']:.2f} "
+            f"bm25s_p50_ms={ms['bm25s'][0]:.3f} bm25s_p95_ms={ms['bm25s'][1]:.3f} bm25s_index_s={index_s['bm25s']:.2f}")
+
 
 # %% ../../nbs/10_bench.ipynb #bp17cd01
 def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: int | None = None, llm=None) -> dict:
