@@ -5,7 +5,7 @@ FANIN   := $(VENV)/bin/fanin
 # CPU build of PyTorch (needed by sentence-transformers); installed first so no CUDA build is pulled in
 TORCH   ?= torch==2.13.0
 
-.PHONY: setup reproduce test bench sweep lab export clean-nbs check-sync data models peers
+.PHONY: setup reproduce test bench sweep lab export clean-nbs check-sync data models peers ablation
 
 setup: $(VENV)/.installed
 
@@ -26,8 +26,9 @@ models: setup
 
 # the default experiment (all 12 domains x bm25, dense, long_context, oracle at the paper's k) and the top-k sweep,
 # through DVC: a rerun with nothing changed does nothing. Every stage of dvc.yaml except the opt-in ones below.
-# Opt-in stages (hours of model work on 2 cores; README): `make peers` = the real peer packages beside the lab's paradigms.
-OPT_IN_STAGES := peers
+# Opt-in stages (model work beyond the newcomer's first question; README): `make peers` = the real peer packages beside the
+# lab's paradigms (hours on 2 cores); `make ablation` = the reader x judge ablation (17 min cold on 2 cores, measured).
+OPT_IN_STAGES := peers ablation
 reproduce: setup
 	$(VENV)/bin/dvc repro $$($(VENV)/bin/dvc stage list --name-only | grep -vxF $(foreach s,$(OPT_IN_STAGES),-e $(s)))
 	@echo "report: outputs/report.md"
@@ -35,6 +36,10 @@ reproduce: setup
 peers: setup
 	$(VENV)/bin/dvc repro peers
 	@echo "paradigm tables: outputs/tables/paradigms*.csv"
+
+ablation: setup
+	$(VENV)/bin/dvc repro ablation
+	@echo "ablation tables: outputs/tables/reader_judge_ablation*.csv"
 
 test: setup
 	$(PY) -m pytest -q tests

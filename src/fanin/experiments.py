@@ -301,9 +301,12 @@ def embedding_cache(overrides) -> Table:
     from fanin.lab_report import manifests, setting_line
     folders = finished_runs(overrides)
     t = embedding_cache_table(folders)
-    tot = t[~t.loaded] if len(t) else t
-    hits, miss = (int(tot.hits.sum()), int(tot.misses.sum())) if len(tot) else (0, 0)
-    return Table(t, f"embedding cache: {hits} hits, {miss} embedded in the builds listed; " + setting_line(manifests(folders)))
+    built = t[~t.loaded] if len(t) else t
+    hits, miss = (int(t.hits.sum()), int(t.misses.sum())) if len(t) else (0, 0)
+    now = int(built.misses.sum()) if len(built) else 0
+    return Table(t, f"embedding cache: the {len(t)} index builds listed found {hits} windows in the cache and embedded {miss}; "
+                    f"the latest runs built {len(built)} of them (embedding {now}) and loaded {len(t) - len(built)}; "
+                    + setting_line(manifests(folders)))
 
 # %% ../../nbs/35_experiments.ipynb #ex24
 def graphrag_bench_scores(overrides) -> Table:
@@ -352,7 +355,7 @@ def topk(overrides) -> Table:
                  figures={"er_ep": lambda path, setting: fig_topk(t, path, setting)})
 
 # %% ../../nbs/35_experiments.ipynb #ex28
-def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max_failed_share: float = 0.1, n_boot: int = 2000,
+def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max_failed_share: float = 0.25, n_boot: int = 2000,
                           seed: int = 0) -> Table:
     "Driver: every reader answers the same packs, every judge scores every reader's answers; the ablation's tables (see above)."
     import json as _json
