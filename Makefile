@@ -24,7 +24,7 @@ MODELS ?= qwen2.5-coder-1.5b-instruct
 models: setup
 	$(FANIN) fetch-model $(MODELS)
 
-# the default experiment (all 12 domains x bm25, dense, long_context, oracle at the paper's k) and the top-k sweep,
+# the default experiment (all 12 domains x bm25, dense, hybrid, long_context, oracle at the paper's k) and the top-k sweep,
 # through DVC: a rerun with nothing changed does nothing. Every stage of dvc.yaml except the opt-in ones below.
 # Opt-in stages (model work beyond the newcomer's first question; README): `make peers` = the real peer packages beside the
 # lab's paradigms (hours on 2 cores); `make ablation` = the reader x judge ablation (17 min cold on 2 cores, measured).
