@@ -271,3 +271,31 @@ def test_bad_data_stops_before_any_model_starts(data, tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"questions.jsonl, line 1: field 'ref_urls'"):
         run(_over(tmp_path, data, "answer.judges=[proxy]"), stages=["index", "retrieve", "answer", "judge"])
     assert not started and not (tmp_path / "outputs").exists()
+
+
+def test_a_build_that_fails_is_recorded_the_others_run_and_the_next_run_heals_it(data, tmp_path, monkeypatch):
+    "A system whose index cannot be built: recorded in its run folder, the other systems still run, the tables show it as failed."
+    from fanin import systems
+    from fanin.config import ConfigError
+    from fanin.experiments import cost_table, finished_runs
+    from fanin.pipeline import StageFailed, index_failures
+    def broken(self, corpus, folder): raise RuntimeError("no entities detected during extraction")
+    monkeypatch.setattr(systems.BM25System, "_build", broken)
+    over = _over(tmp_path, data, "systems=[bm25,dense]")
+    with pytest.raises(StageFailed, match=r"1 index build\(s\) failed \(max_failed_builds=0\).*index bm25 on nature failed: "
+                                          r"RuntimeError: no entities detected.*the next run retries it"):
+        run(over)
+    bm, de = finished_runs(over, failed_builds=True)
+    assert (de / "metrics.csv").exists() and not (bm / "metrics.csv").exists()          # dense ran after bm25 failed
+    rec = index_failures(bm)["nature"]
+    assert rec["error"] == "RuntimeError: no entities detected during extraction" and rec["seconds"] >= 0
+    assert json.loads((bm / "manifest.json").read_text())["finished"] is None
+    with pytest.raises(ConfigError, match="no finished run"): finished_runs(over)        # a table that needs metrics refuses
+    c = cost_table([bm, de])
+    assert list(c.status) == ["index failed", "ok"] and pd.isna(c.units.iloc[0]) and c.units.iloc[1] > 0   # missing, not 0
+    run(over + ["max_failed_builds=1"])                    # within the allowance: exits normally, and the failure stays recorded
+    assert index_failures(bm)
+    monkeypatch.undo()
+    run(over)                                              # the build works again: retried, and the record is cleared
+    assert not index_failures(bm) and (bm / "metrics.csv").exists()
+    assert list(cost_table([bm, de]).status) == ["ok", "ok"]

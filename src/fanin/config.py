@@ -159,6 +159,7 @@ RUN_PARAMS = {
     "answer.seed": ("int", True, 0),
     "answer.max_failed_share": ("share", False, 0.0),
     "max_failed_share": ("share", False, 0.0),
+    "max_failed_builds": ("natural", False, 0),
     "sweep.ks": ("counts", False, [2, 5, 10]),
 }
 # the numeric fields of every LLM config (`_target_: fanin.llm.LLM`: llm, reader_llm, judge_llm), relative to the node

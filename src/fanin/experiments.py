@@ -34,10 +34,13 @@ def planned_runs(overrides) -> list[Path]:
     return [run_dir(c, ds) for c in cfgs]
 
 
-def finished_runs(overrides) -> list[Path]:
-    "`planned_runs`, each of which must hold its metrics; else a ConfigError naming the command that makes them."
+def finished_runs(overrides, failed_builds: bool = False) -> list[Path]:
+    """`planned_runs`, each of which must hold its metrics; else a ConfigError naming the command that makes them.
+    `failed_builds`: also accept a run whose index build failed and is recorded (`fanin.pipeline.index_failures`), for the
+    tables that show such a system as failed (costs, paradigms)."""
+    from fanin.pipeline import index_failures
     folders = planned_runs(overrides)
-    missing = [f for f in folders if not (f / "metrics.csv").exists()]
+    missing = [f for f in folders if not (f / "metrics.csv").exists() and not (failed_builds and index_failures(f))]
     if missing:
         raise ConfigError(f"no finished run at {missing[0]}: run `fanin run {' '.join(overrides)}` first")
     return folders
@@ -143,15 +146,24 @@ def _latencies(folder: Path, domains: dict[str, str]) -> dict[str, list[float]]:
 
 
 def cost_table(folders) -> pd.DataFrame:
-    "One row per run folder and domain: index, LLM and latency costs, graph statistics, and a peer's package (see above)."
+    """One row per run folder and domain: index, LLM and latency costs, graph statistics, and a peer's package (see above).
+    `status` is `ok`, or `index failed` for a build recorded as failed (`fanin.pipeline.index_failures`): its row has what the
+    build cost until it failed and its `error`; what it never made (units, bytes, latency) is missing, not 0."""
+    from fanin.pipeline import index_failures
     rows = []
     for f in map(Path, folders):
         man = json.loads((f / "manifest.json").read_text())
         lat = _latencies(f, question_domains(f, man))
+        fails = {} if (f / "metrics.csv").exists() else index_failures(f)
+        for dom, r in fails.items():
+            rows.append({"system": man["system"], "domain": dom, "status": "index failed", "package": r.get("package") or "",
+                         "package_version": r.get("version") or "", "index_seconds": r.get("seconds"),
+                         **{col: r.get(key) for col, key in INDEX_COST_KEYS.items()}, "error": r["error"].splitlines()[0][:300]})
         for dom, st in (man.get("index") or {}).items():
+            if dom in fails: continue   # the manifest's record of an earlier build: the failed one is the current state
             ms = np.asarray(lat.get(dom, []), dtype=float)
             g = st.get("graph") or {}
-            rows.append({"system": man["system"], "domain": dom, "package": st.get("package") or "",
+            rows.append({"system": man["system"], "domain": dom, "status": "ok", "package": st.get("package") or "",
                          "package_version": st.get("version") or "", "index_seconds": st.get("index_seconds"),
                          "parse_seconds": st.get("parse_seconds"), "env_setup_seconds": st.get("env_setup_seconds"),
                          "env_built_now": st.get("env_built_now"), "peer_index_seconds": st.get("peer_index_seconds"),
@@ -164,9 +176,9 @@ def cost_table(folders) -> pd.DataFrame:
 
 
 def costs(overrides) -> Table:
-    "Driver: the cost ledger of an experiment's finished runs."
+    "Driver: the cost ledger of an experiment's finished runs (and of its builds recorded as failed)."
     from fanin.lab_report import manifests, setting_line
-    folders = finished_runs(overrides)
+    folders = finished_runs(overrides, failed_builds=True)
     return Table(cost_table(folders), "costs: " + setting_line(manifests(folders)))
 
 # %% ../../nbs/35_experiments.ipynb #ex14
@@ -273,12 +285,12 @@ def paradigms(overrides) -> Table:
     from fanin.lab_report import manifests, setting_line
     overrides = list(overrides)
     cfg = compose(overrides)
-    folders = finished_runs(overrides)
+    folders = finished_runs(overrides, failed_builds=True)   # a build recorded as failed is an `index failed` row
     t = paradigm_table(folders, cfg.fan_in_bins)   # refuses runs that differ in domains or LLM
     llms = sorted(t.llm.dropna().unique()) if "llm" in t else []
     setting = "paradigms: " + setting_line(manifests(folders)) + (f"; llm={'/'.join(llms)}" if llms else "")
     parts = {p: g.drop(columns="paradigm") for p, g in t.groupby("paradigm", sort=False) if (g.status == "ok").any()}
-    return Table(t, setting, {**parts, "composition": pack_composition(folders)})
+    return Table(t, setting, {**parts, "composition": pack_composition([f for f in folders if (f / "metrics.csv").exists()])})
 
 # %% ../../nbs/35_experiments.ipynb #ex22
 def embedding_cache_table(folders) -> pd.DataFrame:

@@ -59,10 +59,21 @@ def _runs(folders) -> dict[str, tuple[Path, dict]]:
     return out
 
 
+def _failed_build(folder: Path) -> dict:
+    "The recorded failed index builds of a run folder that has no metrics (`fanin.pipeline.index_failures`), by domain."
+    from fanin.pipeline import index_failures
+    return {} if (Path(folder) / "metrics.csv").exists() else index_failures(folder)
+
+
+def _domains(folder: Path, man: dict) -> tuple[str, ...]:
+    "The domains a run indexed, or tried to: those of its finished indexes, else those of its failed builds."
+    return tuple(sorted(_failed_build(folder) or (man.get("index") or {})))
+
+
 def _check_same(paradigm: str, runs: dict) -> None:
     "Stop when the runs of one paradigm differ in domains or LLM: that table would compare settings, not systems."
-    for what, of in (("domains", lambda m: tuple(sorted((m.get("index") or {}).keys()))), ("LLM", run_llm)):
-        seen = {s: of(m) for s, (_, m) in runs.items()}
+    for what, of in (("domains", _domains), ("LLM", lambda f, m: run_llm(m))):
+        seen = {s: of(f, m) for s, (f, m) in runs.items()}
         if len(set(seen.values())) > 1:
             raise ValueError(f"paradigm {paradigm!r}: its systems ran with different {what} ({'; '.join(f'{s}: {v}' for s, v in seen.items())}); "
                              f"run them in one experiment (e.g. `fanin run experiment=peers`) so the table compares systems, not settings")
@@ -71,21 +82,24 @@ def _check_same(paradigm: str, runs: dict) -> None:
 def _index_costs(system: str, folder: Path, man: dict) -> dict:
     from fanin.experiments import cost_table
     c = cost_table([folder])
-    st = {k: sum((s.get(k) or 0) for s in (man.get("index") or {}).values()) for k in ("unmapped_units", "unmapped_queries")}
+    failed = bool(_failed_build(folder))   # a failed build has no units, bytes or unmapped counts: missing, not 0
+    st = {k: np.nan if failed else sum((s.get(k) or 0) for s in (man.get("index") or {}).values()) for k in ("unmapped_units", "unmapped_queries")}
+    total = lambda col: c[col].sum(min_count=1) if col in c else np.nan
     row = {"package": ", ".join(f"{p} {v}".strip() for p, v in dict.fromkeys(zip(c.package, c.package_version)) if p) or "lab",
            "mode": (man["config"].get("system") or {}).get("mode") or "",
-           "index_seconds": c.index_seconds.sum(), "peer_index_seconds": c.peer_index_seconds.sum() if c.peer_index_seconds.notna().any() else np.nan,
-           "index_llm_requests": c.llm_index_requests.sum(), "index_llm_calls": c.llm_index_calls.sum(),
-           "index_prompt_tokens": c.llm_index_prompt_tokens.sum(), "index_completion_tokens": c.llm_index_completion_tokens.sum(),
-           "index_model_seconds": c.llm_index_model_seconds.sum(),
-           "index_bytes": c.index_bytes.sum(), "units_indexed": c.units.sum(), **st}
+           "index_seconds": total("index_seconds"), "peer_index_seconds": total("peer_index_seconds"),
+           "index_llm_requests": total("llm_index_requests"), "index_llm_calls": total("llm_index_calls"),
+           "index_prompt_tokens": total("llm_index_prompt_tokens"), "index_completion_tokens": total("llm_index_completion_tokens"),
+           "index_model_seconds": total("llm_index_model_seconds"),
+           "index_bytes": total("index_bytes"), "units_indexed": total("units"), **st}
     return row
 
 
 def paradigm_table(folders, bins=None, paradigms=PARADIGMS) -> pd.DataFrame:
     """One frame of every paradigm: a row per (paradigm, system, fan-in bin) and an `all` row per system, with ER / EP / hit,
     pack units / chars / documents, retrieval latency p50, the failed questions, and the system's index cost (the same on
-    each of its rows). Systems of a paradigm must share domains and LLM (else ValueError); one not run gets a `not run` row."""
+    each of its rows). Systems of a paradigm must share domains and LLM (else ValueError); one not run gets a `not run` row, and
+    one whose index could not be built an `index failed` row with the error, the log and what the build cost until it failed."""
     from fanin.pipeline import collect
     runs = _runs(folders)
     if not runs: raise ValueError("no run folders given")
@@ -103,7 +117,12 @@ def paradigm_table(folders, bins=None, paradigms=PARADIGMS) -> pd.DataFrame:
             ok = df[df.status == "ok"]
             cost = _index_costs(s, folder, man)
             base = {"paradigm": paradigm, "system": s, "origin": "lab" if s == lab else "peer", "status": "ok",
-                    "llm": run_llm(man), "domains": ",".join(sorted((man.get("index") or {}).keys()))}
+                    "llm": run_llm(man), "domains": ",".join(_domains(folder, man))}
+            if (fails := _failed_build(folder)):   # no metrics: a row that says why and what it cost, never zeros
+                rows.append({**base, "status": "index failed", "fan_in_bin": "all", **cost,
+                             "error": "; ".join(f"{d}: {r['error'].splitlines()[0][:300]}" for d, r in fails.items()),
+                             "log": "; ".join(r["log"] for r in fails.values() if r.get("log"))})
+                continue
             order = [b["name"] for b in bins] + ["no_gold"]
             for name, g in [*((b, ok[ok.fan_in_bin == b]) for b in order if (ok.fan_in_bin == b).any()), ("all", ok)]:
                 m = aggregate(g.assign(system=s), ["system"]).iloc[0].to_dict() if len(g) else {"questions": 0}

@@ -386,6 +386,12 @@ def _build(self: PeerSystem, corpus, folder):
             **llm_cost(self.llm, before)}
 
 @patch
+def failure_context(self: PeerSystem) -> dict:
+    "The peer's package and version (from its lock) and its adapter's log, for the record of a build that failed."
+    out = {"package": self.env.lock.package, "version": self.env.lock.version} if self.env is not None else {}
+    return {**out, **({"log": str(self.proc.log_path)} if self.proc is not None else {})}
+
+@patch
 def _load(self: PeerSystem, folder):
     self.workdir = Path(folder) / "peer"
     self._loaded_folder = self.workdir  # the adapter opens it when first needed (it needs the gateway, so the LLM)

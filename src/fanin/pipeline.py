@@ -36,11 +36,13 @@ from .components import (git_commit, index_store, load_dataset, make_evidence_ju
                               versions, write_manifest)
 
 # %% auto #0
-__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_for_lock', 'integrity_policy', 'index_inputs',
-           'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
-           'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows', 'stage_judge',
-           'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm',
-           'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
+__all__ = ['KEPT', 'INDEX_FAILURES', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_for_lock', 'integrity_policy',
+           'index_inputs', 'run_inputs', 'check_run_inputs', 'IndexBuildFailed', 'index_failures',
+           'record_index_failure', 'clear_index_failure', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
+           'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows',
+           'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node',
+           'needs_llm', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs',
+           'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -49,8 +51,10 @@ def _progress(cfg, it, **kw):
     return tqdm(it, **kw)
 
 
-def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None):
-    "Build or load the system's index over one domain; returns the system ready to retrieve. LLM-built indexes get the run's `llm`."
+def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None, folder: Path | None = None):
+    """Build or load the system's index over one domain; returns the system ready to retrieve. LLM-built indexes get the run's `llm`.
+    `folder`: the run folder, where a build that fails is recorded (`index_failures.json`, then IndexBuildFailed is raised) and
+    where that record is cleared once a later build succeeds. Without it the build's own error propagates."""
     system, store = make_system(cfg), index_store(cfg, domain)
     corpus = ds.corpus(domain)
     inputs = index_inputs(cfg, system, corpus, llm)
@@ -66,8 +70,14 @@ def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None):
         if failed and llm is not None:  # failures heal: rebuild; the calls that succeeded replay from the LLM cache at no cost
             print(f"{store}: the index recorded {failed} failed LLM call(s); rebuilding to retry them")
             shutil.rmtree(store)
-        system.index(corpus, store)
+        before, t0 = (llm.ledger.totals() if llm is not None else None), time.perf_counter()
+        try: system.index(corpus, store)
+        except ConfigError: raise   # a configuration that cannot run here: the user's to fix, not a build to record and retry
+        except Exception as e:
+            if folder is None: raise
+            raise IndexBuildFailed(record_index_failure(folder, system, domain, e, llm, before, time.perf_counter() - t0)) from e
         write_stamp(store, "index", inputs, name="inputs.json")
+    if folder is not None: clear_index_failure(folder, domain)
     return system
 
 
@@ -115,6 +125,56 @@ def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], l
         write_stamp(folder, "retrieve", inputs)
     return inputs
 
+# %% ../../nbs/07_pipeline.ipynb #ixf1
+INDEX_FAILURES = "index_failures.json"   # in a run folder: {domain: record} of its index builds that failed, retried on the next run
+
+
+class IndexBuildFailed(RuntimeError):
+    """A system's index could not be built on a domain. The failure is recorded in the run folder (`record`); `run` goes on with
+    the other systems, and the next run retries the build (an LLM-built index replays the calls that succeeded from the cache)."""
+    def __init__(self, record: dict):
+        self.record = record
+        log = f"; its log: {record['log']}" if record.get("log") else ""
+        super().__init__(f"index {record['system']} on {record['domain']} failed: {record['error'].splitlines()[0][:300]} "
+                         f"(recorded in {Path(record['folder']) / INDEX_FAILURES}; the next run retries it{log})")
+
+
+def index_failures(folder) -> dict[str, dict]:
+    "The failed index builds a run folder records, by domain (empty when none)."
+    f = Path(folder) / INDEX_FAILURES
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def _write_index_failures(folder, recs: dict):
+    f = Path(folder) / INDEX_FAILURES
+    if not recs: f.unlink(missing_ok=True); return
+    tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(recs, indent=1, default=str))
+    os.replace(tmp, f)
+
+
+def record_index_failure(folder, system, domain: str, error: BaseException, llm=None, before=None, seconds=None) -> dict:
+    """Record in `folder` that `system`'s build on `domain` failed: the error (secrets redacted), how long the build ran, what it
+    cost the LLM until then (the fields of a finished index's `index.json`), and the system's context (a peer's package, version, log)."""
+    from fanin.gateway import redact
+    from fanin.llm_indexes import llm_cost
+    key_env = getattr(llm, "api_key_env", None)
+    rec = {"system": system.name, "domain": domain, "folder": str(folder), "error_type": type(error).__name__,
+           "error": redact(f"{type(error).__name__}: {error}", [os.environ.get(key_env, "")] if key_env else [])[:4000],
+           "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(seconds, 2) if seconds is not None else None,
+           **system.failure_context(), **llm_cost(llm, before)}
+    _write_index_failures(folder, {**index_failures(folder), domain: rec})
+    return rec
+
+
+def clear_index_failure(folder, domain: str):
+    "A build of `domain` succeeded: the failure recorded for it earlier, if any, is healed."
+    recs = index_failures(folder)
+    if domain in recs:
+        recs.pop(domain)
+        _write_index_failures(folder, recs)
+
+
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7_1
 def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
     "Retrieve a pack for every question, resuming from `packs.partial.jsonl`; returns per-domain index statistics."
@@ -138,7 +198,7 @@ def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) ->
     with JsonlAppender(partial) as out, JsonlAppender(fails) as fail_out:
         for domain in ds.domains:
             todo = [i for i in ds.instances(domain) if i.id not in done]
-            system = stage_index(cfg, ds, domain, llm)
+            system = stage_index(cfg, ds, domain, llm, folder)
             index_stats[domain] = system.stats()
             for inst in _progress(cfg, todo, desc=f"{cfg.system.name} {domain}", leave=False):
                 t0 = time.perf_counter()
@@ -470,11 +530,15 @@ def _run_system(cfg, stages, ds, folder: Path, llm, llms) -> Path:
     llms = dict(llms or ({r: llm for r in ROLES} if llm is not None else {}))
     for x in {id(v): v for v in llms.values()}.values(): x.ledger = ledger
     if llm is not None: llm.ledger = ledger
-    if "index" in stages and "retrieve" not in stages:
-        stats = {d: stage_index(cfg, ds, d, llm).stats() for d in ds.domains}
-        write_manifest(folder, index=stats)
-    if "retrieve" in stages:
-        write_manifest(folder, index=stage_retrieve(cfg, ds, folder, llm))
+    try:
+        if "index" in stages and "retrieve" not in stages:
+            stats = {d: stage_index(cfg, ds, d, llm, folder).stats() for d in ds.domains}
+            write_manifest(folder, index=stats)
+        if "retrieve" in stages:
+            write_manifest(folder, index=stage_retrieve(cfg, ds, folder, llm))
+    except IndexBuildFailed as e:   # recorded in the folder; the run is not finished
+        write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary={"index_failed": e.record}, finished=None)
+        raise
     df = None
     if "evaluate" in stages: df = stage_evaluate(cfg, ds, folder)
     if "tables" in stages and df is not None: stage_tables(cfg, df, folder)
@@ -524,8 +588,10 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     """Compose the configuration and run every system it names; returns the run folders.
     `stages`: None = the experiment's `stages` if it sets them, else the retrieval stages. One LLM per distinct role config
     (one embedded server each) serves every system of the call. When a stage's failures pass `answer.max_failed_share`,
-    every system still runs and writes what succeeded, then StageFailed is raised (the CLI exits non-zero)."""
-    folders = []
+    every system still runs and writes what succeeded, then StageFailed is raised (the CLI exits non-zero). So too when a system's
+    index cannot be built (recorded in its run folder; retried on the next run) for more systems than `max_failed_builds` allows
+    (default 0); the folders returned are those of the systems whose indexes exist."""
+    folders, build_failures = [], []
     cfgs = system_configs(overrides)
     for c in cfgs: check_params(c)            # every numeric parameter, before any work
     stages = list(stages or cfgs[0].get("stages") or RETRIEVAL_STAGES)
@@ -543,10 +609,18 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
         for cfg in cfgs:
             same = ds is not None and OmegaConf.to_container(cfg.dataset) == OmegaConf.to_container(cfgs[0].dataset)
             ds = ds if same else load_dataset(cfg)   # a system may override dataset.* (rare): then its own data
-            folders.append(run_system(cfg, stages, ds, llms.get("llm"), llms or None))
+            try: folders.append(run_system(cfg, stages, ds, llms.get("llm"), llms or None))
+            except IndexBuildFailed as e:
+                print(f"{e}; going on with the other systems", file=sys.stderr)
+                build_failures.append(str(e))
     finally:
         for x in started: x.__exit__(None, None, None)
     failed = [m for f in folders for m in json.loads((f / "manifest.json").read_text()).get("summary", {}).get("stage_failures", [])]
+    allowed = int(cfgs[0].get("max_failed_builds", 0))
+    if len(build_failures) > allowed:
+        failed = [f"{len(build_failures)} index build(s) failed (max_failed_builds={allowed})", *build_failures, *failed]
+    elif build_failures:
+        print(f"{len(build_failures)} index build(s) failed, within max_failed_builds={allowed}; the tables show them as failed", file=sys.stderr)
     if failed: raise StageFailed("; ".join(failed))
     return folders
 

@@ -68,6 +68,10 @@ class System:
     def _build(self, corpus: Corpus, folder: Path) -> dict: return {}
     def _load(self, folder: Path): pass
 
+    def failure_context(self) -> dict:
+        "What the record of a failed build says about this system beyond its configuration (a peer: its package, version and log)."
+        return {}
+
     def index(self, corpus: Corpus, store=None) -> "System":
         "Build (or load, when `store` holds a finished index) this system's index over `corpus`."
         self.corpus = corpus
