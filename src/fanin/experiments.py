@@ -158,7 +158,7 @@ def cost_table(folders) -> pd.DataFrame:
         for dom, r in fails.items():
             rows.append({"system": man["system"], "domain": dom, "status": "index failed", "package": r.get("package") or "",
                          "package_version": r.get("version") or "", "index_seconds": r.get("seconds"),
-                         **{col: r.get(key) for col, key in INDEX_COST_KEYS.items()}, "error": r["error"].splitlines()[0][:300]})
+                         **{col: r.get(key) for col, key in INDEX_COST_KEYS.items()}, "error": r["error"].splitlines()[0][:600]})
         for dom, st in (man.get("index") or {}).items():
             if dom in fails: continue   # the manifest's record of an earlier build: the failed one is the current state
             ms = np.asarray(lat.get(dom, []), dtype=float)

@@ -113,16 +113,16 @@ def paradigm_table(folders, bins=None, paradigms=PARADIGMS) -> pd.DataFrame:
             if s not in present:
                 rows.append({"paradigm": paradigm, "system": s, "origin": "lab" if s == lab else "peer", "status": "not run"}); continue
             folder, man = present[s]
-            df = add_fan_in_bin(collect([folder]), bins)
-            ok = df[df.status == "ok"]
             cost = _index_costs(s, folder, man)
             base = {"paradigm": paradigm, "system": s, "origin": "lab" if s == lab else "peer", "status": "ok",
                     "llm": run_llm(man), "domains": ",".join(_domains(folder, man))}
             if (fails := _failed_build(folder)):   # no metrics: a row that says why and what it cost, never zeros
                 rows.append({**base, "status": "index failed", "fan_in_bin": "all", **cost,
-                             "error": "; ".join(f"{d}: {r['error'].splitlines()[0][:300]}" for d, r in fails.items()),
+                             "error": "; ".join(f"{d}: {r['error'].splitlines()[0][:600]}" for d, r in fails.items()),
                              "log": "; ".join(r["log"] for r in fails.values() if r.get("log"))})
                 continue
+            df = add_fan_in_bin(collect([folder]), bins)
+            ok = df[df.status == "ok"]
             order = [b["name"] for b in bins] + ["no_gold"]
             for name, g in [*((b, ok[ok.fan_in_bin == b]) for b in order if (ok.fan_in_bin == b).any()), ("all", ok)]:
                 m = aggregate(g.assign(system=s), ["system"]).iloc[0].to_dict() if len(g) else {"questions": 0}

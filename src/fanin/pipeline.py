@@ -135,7 +135,7 @@ class IndexBuildFailed(RuntimeError):
     def __init__(self, record: dict):
         self.record = record
         log = f"; its log: {record['log']}" if record.get("log") else ""
-        super().__init__(f"index {record['system']} on {record['domain']} failed: {record['error'].splitlines()[0][:300]} "
+        super().__init__(f"index {record['system']} on {record['domain']} failed: {record['error'].splitlines()[0][:600]} "
                          f"(recorded in {Path(record['folder']) / INDEX_FAILURES}; the next run retries it{log})")
 
 
