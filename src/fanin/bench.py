@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,7 @@ from .config import compose, instantiate, resolve_path
 # %% auto #0
 __all__ = ['PEER_BENCH_BASE', 'BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding',
            'bench_main', 'bench_reader', 'bench_segment', 'bench_evidence', 'bench_bm25_backends', 'bench_peer',
-           'format_peer_line', 'peer_error_line', 'bench_peer_line', 'bench_peers']
+           'format_peer_line', 'PeerBuildFailed', 'peer_error_line', 'bench_peer_line', 'bench_peers']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
 # the peers `make bench` runs (`bench_main(peers=...)`): the real packages, each in its own pinned environment (`fanin.peers`)
@@ -236,7 +237,10 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
         sysobj.llm = llm
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            sysobj.index(corpus, Path(tmp) / "store")
+            try: sysobj.index(corpus, Path(tmp) / "store")
+            except Exception as e:   # a build that fails has still cost time and calls: the line says how much, then why
+                from fanin.llm_indexes import llm_cost
+                raise PeerBuildFailed(s.name, {"index_s": time.perf_counter() - t0, **llm_cost(llm)}) from e
             index_s = time.perf_counter() - t0
             st = sysobj.stats()
             lat = []
@@ -262,12 +266,26 @@ def format_peer_line(r: dict) -> str:
             f"queries={r['queries']} units={r['units']} package={r['package']}=={r['version']}")
 
 
+class PeerBuildFailed(RuntimeError):
+    "A peer's index build failed during the bench; `cost` is what it spent until then (index_s and `llm_cost`'s fields)."
+    def __init__(self, peer: str, cost: dict):
+        super().__init__(f"{peer}: the index build failed")
+        self.peer, self.cost = peer, cost
+
+
 def peer_error_line(peer: str, e: BaseException) -> str:
-    "`bench peer=<name> error=<one line>`: the error's type, its first line and, for a pip failure, pip's last line."
+    """`bench peer=<name> [what a failed build cost] error=<one line>`: the error's type, its first line and, for a pip failure,
+    pip's last line."""
+    cost = ""
+    if isinstance(e, PeerBuildFailed):
+        c, e = e.cost, e.__cause__
+        cost = (f"index_s={c['index_s']:.3f} model_s={c.get('llm_model_seconds', 0.0):.1f} llm_calls={c.get('llm_calls', 0)} "
+                f"prompt_tokens={c.get('llm_prompt_tokens', 0)} completion_tokens={c.get('llm_completion_tokens', 0)} "
+                f"llm_requests={c.get('llm_requests', 0)} ")
     lines = [l.strip() for l in str(e).splitlines() if l.strip()]
     msg = lines[0] if lines else ""
-    if len(lines) > 1 and "pip" in msg: msg += " | " + lines[-1]
-    return f"bench peer={peer} error={type(e).__name__}: {msg[:400]}"
+    if len(lines) > 1 and re.search(r"\bpip\b", msg): msg += " | " + lines[-1]
+    return f"bench peer={peer} {cost}error={type(e).__name__}: {msg[:400]}"
 
 
 def bench_peer_line(peer: str, domain: str = "mathematics", overrides=(), n_queries: int | None = None, llm=None) -> str:
