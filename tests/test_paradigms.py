@@ -26,7 +26,7 @@ def test_the_peers_notebook_writes_paradigm_tables(tmp_path):
         assert not s.chats(), "Mem0 in raw mode asks the model nothing"
     tabs = out / "tables"
     assert not (tabs / "pv_tree.csv").exists(), "a paradigm none of whose systems ran gets no table"
-    assert set(read_table(tabs / "pv.csv").paradigm) == {"community_graph", "tree", "memory"}, "the whole table names every paradigm"
+    assert set(read_table(tabs / "pv.csv").paradigm) == {"community_graph", "tree", "memory", "ppr_graph"}, "the whole table names every paradigm"
     t = read_table(tabs / "pv_memory.csv")
     assert set(t[t.status == "not run"].system) == {"memory", "mem0_infer"}
     m = t[t.system == "mem0"].set_index("fan_in_bin")
