@@ -278,7 +278,8 @@ def test_a_build_that_fails_is_recorded_the_others_run_and_the_next_run_heals_it
     from fanin import systems
     from fanin.config import ConfigError
     from fanin.experiments import cost_table, finished_runs
-    from fanin.pipeline import StageFailed, index_failures
+    from fanin.build_failures import index_failures
+    from fanin.pipeline import StageFailed
     def broken(self, corpus, folder): raise RuntimeError("no entities detected during extraction")
     monkeypatch.setattr(systems.BM25System, "_build", broken)
     over = _over(tmp_path, data, "systems=[bm25,dense]")

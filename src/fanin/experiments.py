@@ -38,7 +38,7 @@ def finished_runs(overrides, failed_builds: bool = False) -> list[Path]:
     """`planned_runs`, each of which must hold its metrics; else a ConfigError naming the command that makes them.
     `failed_builds`: also accept a run whose index build failed and is recorded (`fanin.pipeline.index_failures`), for the
     tables that show such a system as failed (costs, paradigms)."""
-    from fanin.pipeline import index_failures
+    from fanin.build_failures import index_failures
     folders = planned_runs(overrides)
     missing = [f for f in folders if not (f / "metrics.csv").exists() and not (failed_builds and index_failures(f))]
     if missing:
@@ -149,7 +149,7 @@ def cost_table(folders) -> pd.DataFrame:
     """One row per run folder and domain: index, LLM and latency costs, graph statistics, and a peer's package (see above).
     `status` is `ok`, or `index failed` for a build recorded as failed (`fanin.pipeline.index_failures`): its row has what the
     build cost until it failed and its `error`; what it never made (units, bytes, latency) is missing, not 0."""
-    from fanin.pipeline import index_failures
+    from fanin.build_failures import index_failures
     rows = []
     for f in map(Path, folders):
         man = json.loads((f / "manifest.json").read_text())

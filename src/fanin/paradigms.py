@@ -62,7 +62,7 @@ def _runs(folders) -> dict[str, tuple[Path, dict]]:
 
 def _failed_build(folder: Path) -> dict:
     "The recorded failed index builds of a run folder that has no metrics (`fanin.pipeline.index_failures`), by domain."
-    from fanin.pipeline import index_failures
+    from fanin.build_failures import index_failures
     return {} if (Path(folder) / "metrics.csv").exists() else index_failures(folder)
 
 

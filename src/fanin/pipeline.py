@@ -32,17 +32,16 @@ from .locks import exclusive
 from .llm import LLM, EndpointError, Ledger
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
+from .build_failures import IndexBuildFailed, clear_index_failure, record_index_failure
 from .components import (git_commit, index_store, load_dataset, make_evidence_judge, make_judge, make_system, run_dir,
                               versions, write_manifest)
 
 # %% auto #0
-__all__ = ['KEPT', 'INDEX_FAILURES', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_for_lock', 'integrity_policy',
-           'index_inputs', 'run_inputs', 'check_run_inputs', 'IndexBuildFailed', 'index_failures',
-           'record_index_failure', 'clear_index_failure', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
-           'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows',
-           'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node',
-           'needs_llm', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs',
-           'run', 'collect']
+__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_for_lock', 'integrity_policy', 'index_inputs',
+           'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
+           'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows', 'stage_judge',
+           'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm',
+           'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -124,56 +123,6 @@ def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], l
                               f"(fanin run ... --stages retrieve,evaluate,{','.join(stages)})")
         write_stamp(folder, "retrieve", inputs)
     return inputs
-
-# %% ../../nbs/07_pipeline.ipynb #ixf1
-INDEX_FAILURES = "index_failures.json"   # in a run folder: {domain: record} of its index builds that failed, retried on the next run
-
-
-class IndexBuildFailed(RuntimeError):
-    """A system's index could not be built on a domain. The failure is recorded in the run folder (`record`); `run` goes on with
-    the other systems, and the next run retries the build (an LLM-built index replays the calls that succeeded from the cache)."""
-    def __init__(self, record: dict):
-        self.record = record
-        log = f"; its log: {record['log']}" if record.get("log") else ""
-        super().__init__(f"index {record['system']} on {record['domain']} failed: {record['error'].splitlines()[0][:600]} "
-                         f"(recorded in {Path(record['folder']) / INDEX_FAILURES}; the next run retries it{log})")
-
-
-def index_failures(folder) -> dict[str, dict]:
-    "The failed index builds a run folder records, by domain (empty when none)."
-    f = Path(folder) / INDEX_FAILURES
-    return json.loads(f.read_text()) if f.exists() else {}
-
-
-def _write_index_failures(folder, recs: dict):
-    f = Path(folder) / INDEX_FAILURES
-    if not recs: f.unlink(missing_ok=True); return
-    tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(recs, indent=1, default=str))
-    os.replace(tmp, f)
-
-
-def record_index_failure(folder, system, domain: str, error: BaseException, llm=None, before=None, seconds=None) -> dict:
-    """Record in `folder` that `system`'s build on `domain` failed: the error (secrets redacted), how long the build ran, what it
-    cost the LLM until then (the fields of a finished index's `index.json`), and the system's context (a peer's package, version, log)."""
-    from fanin.gateway import redact
-    from fanin.llm_indexes import llm_cost
-    key_env = getattr(llm, "api_key_env", None)
-    rec = {"system": system.name, "domain": domain, "folder": str(folder), "error_type": type(error).__name__,
-           "error": redact(f"{type(error).__name__}: {error}", [os.environ.get(key_env, "")] if key_env else [])[:4000],
-           "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(seconds, 2) if seconds is not None else None,
-           **system.failure_context(), **llm_cost(llm, before)}
-    _write_index_failures(folder, {**index_failures(folder), domain: rec})
-    return rec
-
-
-def clear_index_failure(folder, domain: str):
-    "A build of `domain` succeeded: the failure recorded for it earlier, if any, is healed."
-    recs = index_failures(folder)
-    if domain in recs:
-        recs.pop(domain)
-        _write_index_failures(folder, recs)
-
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7_1
 def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
