@@ -30,7 +30,7 @@ __all__ = ['PEER_BENCH_BASE', 'BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'be
 # after `make reproduce` a bench replays every model call (index_s is then the replay's wall time, model_s the model time the
 # replies took when they were made); on a fresh machine the bench makes the cold build and fills that cache for the stage
 PEER_BENCH_BASE = ("experiment=peers",)
-BENCH_PEERS = ("nano_graphrag", "lightrag", "mem0", "raptor_li", "ms_graphrag")
+BENCH_PEERS = ("nano_graphrag", "lightrag", "mem0", "raptor_li", "ms_graphrag", "hipporag")
 
 
 def peak_rss_mb() -> float:
