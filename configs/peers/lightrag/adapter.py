@@ -23,8 +23,10 @@ in their `source_id`, and chunks. A unit none of whose chunks resolves gets `doc
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -33,7 +35,9 @@ import traceback
 PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
 os.dup2(2, 1)  # anything else written to fd 1 lands in stderr
 sys.stdout = sys.stderr
-os.chdir(tempfile.mkdtemp(prefix="fanin-lightrag-"))  # lightrag reads ./.env at import: an empty folder, never the lab's checkout
+_CWD = tempfile.mkdtemp(prefix="fanin-lightrag-")
+atexit.register(shutil.rmtree, _CWD, True)  # removed when the adapter exits
+os.chdir(_CWD)  # lightrag reads ./.env at import: an empty folder, never the lab's checkout
 
 import numpy as np  # noqa: E402
 

@@ -36,6 +36,7 @@ their `text_unit_ids` (a report through its community's). A unit none of whose t
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import logging
 import os
@@ -52,7 +53,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm 
 os.environ["LITELLM_TELEMETRY"] = "False"
 for _k in ("OPENAI_API_BASE", "OPENROUTER_API_KEY", "OPENROUTER_API_BASE", "GRAPHRAG_API_KEY"):
     os.environ.pop(_k, None)
-os.chdir(tempfile.mkdtemp(prefix="fanin-graphrag-"))  # GraphRAG reads ./.env: an empty folder, never the lab's checkout
+_CWD = tempfile.mkdtemp(prefix="fanin-graphrag-")
+atexit.register(shutil.rmtree, _CWD, True)  # removed when the adapter exits
+os.chdir(_CWD)  # GraphRAG reads ./.env: an empty folder, never the lab's checkout
 
 import importlib.metadata  # noqa: E402
 

@@ -32,9 +32,11 @@ leaves under it (sorted, as the lab's own raptor does). A unit whose documents c
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.metadata
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -43,7 +45,9 @@ import traceback
 PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
 os.dup2(2, 1)  # anything else written to fd 1 (the pack prints its progress) lands in stderr
 sys.stdout = sys.stderr
-os.chdir(tempfile.mkdtemp(prefix="fanin-raptor-li-"))  # nothing the packages write lands in the lab's checkout
+_CWD = tempfile.mkdtemp(prefix="fanin-raptor-li-")
+atexit.register(shutil.rmtree, _CWD, True)  # removed when the adapter exits
+os.chdir(_CWD)  # nothing the packages write lands in the lab's checkout
 
 from llama_index.core import Document, Settings  # noqa: E402
 from llama_index.core.node_parser import SentenceSplitter  # noqa: E402
