@@ -83,9 +83,9 @@ def read_lock(name: str, root=None, lock=None) -> Lock:
     return Lock(name, path, header["peer"], header.get("python", ""), tuple(reqs), hashlib.sha256(text.encode()).hexdigest()[:12])
 
 # %% auto #0
-__all__ = ['ENV_MARKER', 'TIKTOKEN_WHEEL', 'TIKTOKEN_FILES', 'PEER_MODES', 'PeerEnvError', 'PeerError', 'peers_dir',
-           'default_envs', 'Lock', 'read_lock', 'PeerEnv', 'peer_env', 'tiktoken_cache', 'Endpoint', 'PeerProcess',
-           'PeerSystem']
+__all__ = ['ENV_MARKER', 'TIKTOKEN_WHEEL', 'TIKTOKEN_FILES', 'PEER_MODES', 'PASSAGE_PEERS', 'PeerEnvError', 'PeerError',
+           'peers_dir', 'default_envs', 'Lock', 'read_lock', 'PeerEnv', 'peer_env', 'tiktoken_cache', 'Endpoint',
+           'PeerProcess', 'PeerSystem']
 
 # %% ../../nbs/30_peers.ipynb #pe069f77
 @dataclass(frozen=True)
@@ -386,13 +386,17 @@ def _build(self: PeerSystem, corpus, folder):
             "peer_index_seconds": round(time.perf_counter() - t1, 3), "n_units": st.get("n_units", st.get("n_chunks", 0)), "peer": st,
             **llm_cost(self.llm, before)}
 
+PASSAGE_PEERS = ("mem0", "hipporag")   # their adapters cut documents with configs/peers/passages.py
+
+
 @patch
 def model_files(self: PeerSystem) -> list[Path]:
     """The files that decide what the peer builds besides its configuration: its lock (the exact packages) and its adapter (how
     the lab drives them). Their sha256 go into the index's and the run's fingerprints (`fanin.fingerprints.model_fingerprint`),
     so a change to either rebuilds the peer's index (its LLM calls replayed from the lab's cache) instead of reusing it."""
     folder = peers_dir(self.root) / self.peer
-    return [folder / "requirements.lock", folder / "adapter.py"]
+    shared = [peers_dir(self.root) / "passages.py"] if self.peer in PASSAGE_PEERS else []   # how it cuts documents
+    return [folder / "requirements.lock", folder / "adapter.py", *shared]
 
 @patch
 def failure_context(self: PeerSystem) -> dict:

@@ -36,7 +36,6 @@ import ctypes
 import glob
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -52,6 +51,9 @@ def _die_with_adapter():
 # hipporag forks a multiprocessing Manager when it is imported (its embedding cache). The lab kills the adapter with its run,
 # even by SIGKILL; without this its forked server would be left running, orphaned, for ever.
 os.register_at_fork(after_in_child=_die_with_adapter)
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared passages.py
+from passages import passages  # noqa: E402
 
 PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
 os.dup2(2, 1)  # anything else written to fd 1 (progress bars) lands in stderr
@@ -104,28 +106,6 @@ def use_base_url(url):
         rag.global_config.llm_base_url = rag.global_config.embedding_base_url = url
         for client in (getattr(rag.llm_model, "openai_client", None), getattr(rag.embedding_model, "client", None)):
             if client is not None: client.base_url = url
-
-
-def passages(text: str, limit: int) -> list[str]:
-    """Paragraphs packed into passages of at most `limit` characters, joined by a blank line; a longer paragraph is cut at sentence
-    ends (its sentences packed, joined by a space), a longer sentence at `limit` characters."""
-    pieces = []  # (text, the glue that joins it to the piece before)
-    for para in re.split(r"\n\s*\n", text.strip()):
-        para = para.strip()
-        if not para: continue
-        if len(para) <= limit: pieces.append((para, "\n\n")); continue
-        glue = "\n\n"
-        for sent in re.split(r"(?<=[.!?])\s+", para):
-            while len(sent) > limit: pieces.append((sent[:limit], glue)); sent, glue = sent[limit:], " "
-            if sent.strip(): pieces.append((sent.strip(), glue)); glue = " "
-    out, cur = [], ""
-    for piece, glue in pieces:
-        if cur and len(cur) + len(glue) + len(piece) <= limit: cur = cur + glue + piece
-        else:
-            if cur: out.append(cur)
-            cur = piece
-    if cur: out.append(cur)
-    return out
 
 
 def config(workdir: str, options: dict) -> BaseConfig:

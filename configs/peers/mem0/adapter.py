@@ -35,12 +35,14 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
 import time
 import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared passages.py
+from passages import passages  # noqa: E402
 
 PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
 os.dup2(2, 1)  # anything else written to fd 1 lands in stderr
@@ -126,28 +128,6 @@ def open_memory(workdir) -> Memory:
     close_memory()
     STATE["mem"], STATE["workdir"] = Memory.from_config(mem_config(workdir)), workdir
     return STATE["mem"]
-
-
-def passages(text: str, limit: int = CHUNK_CHARS) -> list[str]:
-    """Paragraphs packed into passages of at most `limit` characters, joined by a blank line; a longer paragraph is cut at sentence
-    ends (its sentences packed, joined by a space), a longer sentence at `limit` characters."""
-    pieces = []  # (text, the glue that joins it to the piece before)
-    for para in re.split(r"\n\s*\n", text.strip()):
-        para = para.strip()
-        if not para: continue
-        if len(para) <= limit: pieces.append((para, "\n\n")); continue
-        glue = "\n\n"
-        for sent in re.split(r"(?<=[.!?])\s+", para):
-            while len(sent) > limit: pieces.append((sent[:limit], glue)); sent, glue = sent[limit:], " "
-            if sent.strip(): pieces.append((sent.strip(), glue)); glue = " "
-    out, cur = [], ""
-    for piece, glue in pieces:
-        if cur and len(cur) + len(glue) + len(piece) <= limit: cur = cur + glue + piece
-        else:
-            if cur: out.append(cur)
-            cur = piece
-    if cur: out.append(cur)
-    return out
 
 
 def all_points() -> list:
