@@ -346,15 +346,18 @@ def test_a_peer_adapter_dies_with_the_lab_even_by_sigkill(tmp_path):
 
 
 def test_a_peer_index_is_stale_when_its_adapter_or_lock_changes(tmp_path):
-    "The lock and the adapter are in a peer's fingerprint: a change to either rebuilds its index instead of reusing it."
+    "The lock, the adapter and the shared passage cutter are in a peer's fingerprint: a change to any rebuilds its index instead of reusing it."
     import shutil
     from fanin.fingerprints import model_fingerprint
     from fanin.peers import peers_dir
     folder = tmp_path / "configs" / "peers" / "mem0"
     shutil.copytree(peers_dir() / "mem0", folder)
+    shutil.copy(peers_dir() / "passages.py", folder.parent / "passages.py")  # mem0 cuts pages with the shared cutter
     s = PeerSystem("mem0", mode="raw", root=tmp_path)
     before = model_fingerprint(s)
-    assert {"adapter.py", "requirements.lock"} <= set(before)
+    assert {"adapter.py", "requirements.lock", "passages.py"} <= set(before)
     (folder / "adapter.py").write_text((folder / "adapter.py").read_text() + "\n# a change to how the lab drives the peer\n")
     after = model_fingerprint(s)
     assert after["adapter.py"] != before["adapter.py"] and after["requirements.lock"] == before["requirements.lock"]
+    (folder.parent / "passages.py").write_text((folder.parent / "passages.py").read_text() + "\n# a change to how pages are cut\n")
+    assert model_fingerprint(s)["passages.py"] != after["passages.py"]
