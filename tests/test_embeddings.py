@@ -86,6 +86,30 @@ def test_backends_agree(torch_emb, onnx_emb, onnx_fp32):
         assert int(np.argmax(emb.encode(SENTENCES) @ emb.encode([q])[0])) == 1
 
 
+def test_gpu_feeding_path_computes_sentence_transformers_vectors(torch_emb):
+    "The GPU path's own batching (one tokenisation, longest first, its own padding), run here on the CPU in fp32: the same vectors."
+    v, g = torch_emb.encode(SENTENCES), torch_emb._encode_gpu(SENTENCES)
+    assert g.shape == v.shape and g.dtype == np.float32
+    assert (v * g).sum(axis=1).min() > FP32_COS_MIN
+
+
+def test_device_choice_names_the_vectors_and_refuses_a_missing_gpu(torch_emb):
+    import torch
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+    from fanin.config import repo_root
+    from fanin.embeddings import resolve_device
+    assert torch_emb.name == "all-MiniLM-L6-v2/torch-fp32" and torch_emb.device_name == "cpu"  # the CPU's cache key is unchanged
+    with pytest.raises(ValueError, match="expected auto, cpu, cuda or cuda:N"): resolve_device("tpu")
+    with pytest.raises(ValueError, match="embedder.dtype='int8'"): TorchMiniLM(dtype="int8")
+    gpu_cfg = OmegaConf.load(repo_root() / "configs" / "embedder" / "minilm_gpu.yaml")
+    if torch.cuda.is_available():
+        assert instantiate(gpu_cfg).name == "all-MiniLM-L6-v2/torch-fp16-cuda"
+    else:
+        assert resolve_device("auto") == "cpu"
+        with pytest.raises(Exception, match="sees no CUDA device here: use embedder.device=cpu"): instantiate(gpu_cfg)
+
+
 def test_int8_vector_does_not_depend_on_neighbours(onnx_emb):
     # dynamic int8 quantisation scales activations per run; one text per run keeps each text's vector its own
     alone = np.stack([onnx_emb.encode([s])[0] for s in SENTENCES[:6]])
