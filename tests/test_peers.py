@@ -346,18 +346,21 @@ def test_a_peer_adapter_dies_with_the_lab_even_by_sigkill(tmp_path):
 
 
 def test_a_peer_index_is_stale_when_its_adapter_or_lock_changes(tmp_path):
-    "The lock, the adapter and the shared passage cutter are in a peer's fingerprint: a change to any rebuilds its index instead of reusing it."
+    "The lock, the adapter, the shared protocol and passage cutter are in a peer's fingerprint: a change to any rebuilds its index instead of reusing it."
     import shutil
     from fanin.fingerprints import model_fingerprint
     from fanin.peers import peers_dir
     folder = tmp_path / "configs" / "peers" / "mem0"
     shutil.copytree(peers_dir() / "mem0", folder)
-    shutil.copy(peers_dir() / "passages.py", folder.parent / "passages.py")  # mem0 cuts pages with the shared cutter
+    for shared in ("passages.py", "protocol.py"):   # the passage cutter mem0 uses and the protocol every adapter speaks
+        shutil.copy(peers_dir() / shared, folder.parent / shared)
     s = PeerSystem("mem0", mode="raw", root=tmp_path)
     before = model_fingerprint(s)
-    assert {"adapter.py", "requirements.lock", "passages.py"} <= set(before)
+    assert {"adapter.py", "requirements.lock", "passages.py", "protocol.py"} <= set(before)
     (folder / "adapter.py").write_text((folder / "adapter.py").read_text() + "\n# a change to how the lab drives the peer\n")
     after = model_fingerprint(s)
     assert after["adapter.py"] != before["adapter.py"] and after["requirements.lock"] == before["requirements.lock"]
     (folder.parent / "passages.py").write_text((folder.parent / "passages.py").read_text() + "\n# a change to how pages are cut\n")
     assert model_fingerprint(s)["passages.py"] != after["passages.py"]
+    (folder.parent / "protocol.py").write_text((folder.parent / "protocol.py").read_text() + "\n# a change to the protocol\n")
+    assert model_fingerprint(s)["protocol.py"] != after["protocol.py"]

@@ -391,12 +391,13 @@ PASSAGE_PEERS = ("mem0", "hipporag")   # their adapters cut documents with confi
 
 @patch
 def model_files(self: PeerSystem) -> list[Path]:
-    """The files that decide what the peer builds besides its configuration: its lock (the exact packages) and its adapter (how
-    the lab drives them). Their sha256 go into the index's and the run's fingerprints (`fanin.fingerprints.model_fingerprint`),
-    so a change to either rebuilds the peer's index (its LLM calls replayed from the lab's cache) instead of reusing it."""
-    folder = peers_dir(self.root) / self.peer
-    shared = [peers_dir(self.root) / "passages.py"] if self.peer in PASSAGE_PEERS else []   # how it cuts documents
-    return [folder / "requirements.lock", folder / "adapter.py", *shared]
+    """The files that decide what the peer builds besides its configuration: its lock (the exact packages), its adapter and the
+    shared protocol module (how the lab drives them), and for some peers the shared passage cutter. Their sha256 go into the
+    index's and the run's fingerprints (`fanin.fingerprints.model_fingerprint`), so a change to any rebuilds the peer's index
+    (its LLM calls replayed from the lab's cache) instead of reusing it."""
+    folder, shared = peers_dir(self.root) / self.peer, peers_dir(self.root)
+    cutter = [shared / "passages.py"] if self.peer in PASSAGE_PEERS else []   # how it cuts documents
+    return [folder / "requirements.lock", folder / "adapter.py", shared / "protocol.py", *cutter]
 
 @patch
 def failure_context(self: PeerSystem) -> dict:

@@ -39,7 +39,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 
 
 def _die_with_adapter():
@@ -52,12 +51,11 @@ def _die_with_adapter():
 # even by SIGKILL; without this its forked server would be left running, orphaned, for ever.
 os.register_at_fork(after_in_child=_die_with_adapter)
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared passages.py
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
 from passages import passages  # noqa: E402
+from protocol import serve, take_stdout  # noqa: E402
 
-PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
-os.dup2(2, 1)  # anything else written to fd 1 (progress bars) lands in stderr
-sys.stdout = sys.stderr
+take_stdout()  # before the package is imported: whatever it prints goes to stderr, the protocol keeps stdout
 
 import importlib.metadata  # noqa: E402
 import logging  # noqa: E402
@@ -90,11 +88,6 @@ CHUNK_CHARS = 4800
 INDEX_FILE = "passages.json"
 MODES = ("full", "dpr")
 STATE = {"base_url": os.environ.get("OPENAI_BASE_URL"), "rag": None, "workdir": None, "info": None, "docs_of": {}}
-
-
-def send(obj):
-    PROTO.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    PROTO.flush()
 
 
 def use_base_url(url):
@@ -194,22 +187,9 @@ def op_query(cmd):
 
 
 def main():
-    send({"ok": True, "op": "hello", "package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]})
-    for line in sys.stdin:
-        if not line.strip(): continue
-        cmd = {}
-        try:
-            cmd = json.loads(line)
-            op = cmd.get("op")
-            use_base_url(cmd.get("base_url"))
-            if op == "quit": send({"ok": True, "op": "quit"}); return
-            if op == "index": res = op_index(cmd)
-            elif op == "load": res = op_load(cmd)
-            elif op == "query": res = op_query(cmd)
-            else: raise ValueError(f"unknown op {op!r}")
-            send({"ok": True, "op": op, **res})
-        except Exception as e:
-            send({"ok": False, "op": cmd.get("op"), "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]})
+    serve({"package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]},
+          {"index": op_index, "load": op_load, "query": op_query},
+          on_command=lambda cmd: use_base_url(cmd.get("base_url")))
 
 
 if __name__ == "__main__":

@@ -32,9 +32,10 @@ import tempfile
 import time
 import traceback
 
-PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
-os.dup2(2, 1)  # anything else written to fd 1 lands in stderr
-sys.stdout = sys.stderr
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
+from protocol import serve, take_stdout  # noqa: E402
+
+take_stdout()  # before the package is imported: whatever it prints goes to stderr, the protocol keeps stdout
 _CWD = tempfile.mkdtemp(prefix="fanin-lightrag-")
 atexit.register(shutil.rmtree, _CWD, True)  # removed when the adapter exits
 os.chdir(_CWD)  # lightrag reads ./.env at import: an empty folder, never the lab's checkout
@@ -56,11 +57,6 @@ MODES = ("naive", "local", "global", "hybrid", "mix")
 STATE = {"base_url": os.environ.get("OPENAI_BASE_URL"), "rag": None, "workdir": None, "doc_map": {}, "paths": {}}
 LOOP = asyncio.new_event_loop()  # one loop for the process: LightRAG binds its storages to the loop that initialised them
 asyncio.set_event_loop(LOOP)
-
-
-def send(obj):
-    PROTO.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    PROTO.flush()
 
 
 def api_key() -> str: return os.environ.get("OPENAI_API_KEY", "none")
@@ -222,26 +218,15 @@ def op_query(cmd):
     return out
 
 
+def op_load(cmd) -> dict:
+    open_index(cmd["workdir"], ((cmd.get("options") or {}).get("lightrag")))
+    return {"stats": graph_counts()}
+
+
 def main():
-    send({"ok": True, "op": "hello", "package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]})
-    try:
-        for line in sys.stdin:
-            if not line.strip(): continue
-            cmd = {}
-            try:
-                cmd = json.loads(line)
-                op = cmd.get("op")
-                use_base_url(cmd.get("base_url"))
-                if op == "quit": close_rag(); send({"ok": True, "op": "quit"}); return
-                if op == "index": res = op_index(cmd)
-                elif op == "load": open_index(cmd["workdir"], ((cmd.get("options") or {}).get("lightrag"))); res = {"stats": graph_counts()}
-                elif op == "query": res = op_query(cmd)
-                else: raise ValueError(f"unknown op {op!r}")
-                send({"ok": True, "op": op, **res})
-            except Exception as e:
-                send({"ok": False, "op": cmd.get("op"), "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]})
-    finally:
-        close_rag()
+    serve({"package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]},
+          {"index": op_index, "load": op_load, "query": op_query},
+          on_command=lambda cmd: use_base_url(cmd.get("base_url")), close=close_rag)
 
 
 if __name__ == "__main__":

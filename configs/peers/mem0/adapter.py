@@ -39,14 +39,12 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared passages.py
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
 from passages import passages  # noqa: E402
+from protocol import serve, take_stdout  # noqa: E402
 
-PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
-os.dup2(2, 1)  # anything else written to fd 1 lands in stderr
-sys.stdout = sys.stderr
+take_stdout()  # before the package is imported: whatever it prints goes to stderr, the protocol keeps stdout
 
 # before mem0 is imported: it reads these at import time
 os.environ["MEM0_TELEMETRY"] = "False"
@@ -78,11 +76,6 @@ INDEX_FILE = "fanin_mem0.json"
 MODES = {"raw": False, "infer": True}
 STATE = {"base_url": os.environ.get("OPENAI_BASE_URL"), "mem": None, "workdir": None, "info": None}
 _resolve_dates = mem0_prompts._resolve_dates
-
-
-def send(obj):
-    PROTO.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    PROTO.flush()
 
 
 def pin_date(date: str | None):
@@ -221,25 +214,9 @@ def op_query(cmd):
 
 
 def main():
-    send({"ok": True, "op": "hello", "package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]})
-    try:
-        for line in sys.stdin:
-            if not line.strip(): continue
-            cmd = {}
-            try:
-                cmd = json.loads(line)
-                op = cmd.get("op")
-                use_base_url(cmd.get("base_url"))
-                if op == "quit": send({"ok": True, "op": "quit"}); return
-                if op == "index": res = op_index(cmd)
-                elif op == "load": res = op_load(cmd)
-                elif op == "query": res = op_query(cmd)
-                else: raise ValueError(f"unknown op {op!r}")
-                send({"ok": True, "op": op, **res})
-            except Exception as e:
-                send({"ok": False, "op": cmd.get("op"), "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]})
-    finally:
-        close_memory()
+    serve({"package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]},
+          {"index": op_index, "load": op_load, "query": op_query},
+          on_command=lambda cmd: use_base_url(cmd.get("base_url")), close=close_memory)
 
 
 if __name__ == "__main__":

@@ -44,11 +44,11 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 
-PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
-os.dup2(2, 1)  # anything else written to fd 1 lands in stderr
-sys.stdout = sys.stderr
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
+from protocol import serve, take_stdout  # noqa: E402
+
+take_stdout()  # before the package is imported: whatever it prints goes to stderr, the protocol keeps stdout
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported: no cost map from GitHub
 os.environ["LITELLM_TELEMETRY"] = "False"
 for _k in ("OPENAI_API_BASE", "OPENROUTER_API_KEY", "OPENROUTER_API_BASE", "GRAPHRAG_API_KEY"):
@@ -78,11 +78,6 @@ TABLES = ("documents", "text_units", "entities", "relationships", "communities",
 STATE = {"base_url": os.environ.get("OPENAI_BASE_URL"), "workdir": None, "info": None, "tables": None, "maps": None}
 LOOP = asyncio.new_event_loop()
 asyncio.set_event_loop(LOOP)
-
-
-def send(obj):
-    PROTO.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    PROTO.flush()
 
 
 def run(coro): return LOOP.run_until_complete(coro)
@@ -302,23 +297,15 @@ def op_query(cmd):
             "seconds": round(time.perf_counter() - t0, 4)}
 
 
+def op_load(cmd) -> dict:
+    open_index(cmd["workdir"])
+    return {"stats": {**{k: v for k, v in STATE["info"].items() if k != "settings"}, **counts()}}
+
+
 def main():
-    send({"ok": True, "op": "hello", "package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]})
-    for line in sys.stdin:
-        if not line.strip(): continue
-        cmd = {}
-        try:
-            cmd = json.loads(line)
-            op = cmd.get("op")
-            use_base_url(cmd.get("base_url"))
-            if op == "quit": send({"ok": True, "op": "quit"}); return
-            if op == "index": res = op_index(cmd)
-            elif op == "load": open_index(cmd["workdir"]); res = {"stats": {**{k: v for k, v in STATE["info"].items() if k != "settings"}, **counts()}}
-            elif op == "query": res = op_query(cmd)
-            else: raise ValueError(f"unknown op {op!r}")
-            send({"ok": True, "op": op, **res})
-        except Exception as e:
-            send({"ok": False, "op": cmd.get("op"), "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]})
+    serve({"package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]},
+          {"index": op_index, "load": op_load, "query": op_query},
+          on_command=lambda cmd: use_base_url(cmd.get("base_url")))
 
 
 if __name__ == "__main__":

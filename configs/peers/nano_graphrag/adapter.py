@@ -22,11 +22,11 @@ import json
 import os
 import sys
 import time
-import traceback
 
-PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
-os.dup2(2, 1)  # anything else written to fd 1 (nano-graphrag prints progress bars) lands in stderr
-sys.stdout = sys.stderr
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
+from protocol import serve, take_stdout  # noqa: E402
+
+take_stdout()  # before the package is imported: whatever it prints goes to stderr, the protocol keeps stdout
 
 import numpy as np  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
@@ -43,11 +43,6 @@ EMBED_MODEL = os.environ.get("FANIN_EMBED_MODEL", "all-MiniLM-L6-v2")
 EMBED_DIM = int(os.environ.get("FANIN_EMBED_DIM", "384"))
 MAX_ASYNC = int(os.environ.get("FANIN_MAX_ASYNC", "4"))
 STATE = {"base_url": os.environ.get("OPENAI_BASE_URL"), "client": None, "rag": None, "workdir": None, "doc_map": {}, "chunks": {}}
-
-
-def send(obj):
-    PROTO.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    PROTO.flush()
 
 
 def client() -> AsyncOpenAI:
@@ -220,23 +215,15 @@ def op_query(cmd):
     return out
 
 
+def op_load(cmd) -> dict:
+    open_index(cmd["workdir"])
+    return {"stats": graph_counts()}
+
+
 def main():
-    send({"ok": True, "op": "hello", "package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]})
-    for line in sys.stdin:
-        if not line.strip(): continue
-        cmd = {}
-        try:
-            cmd = json.loads(line)
-            op = cmd.get("op")
-            use_base_url(cmd.get("base_url"))
-            if op == "quit": send({"ok": True, "op": "quit"}); return
-            if op == "index": res = op_index(cmd)
-            elif op == "load": open_index(cmd["workdir"]); res = {"stats": graph_counts()}
-            elif op == "query": res = op_query(cmd)
-            else: raise ValueError(f"unknown op {op!r}")
-            send({"ok": True, "op": op, **res})
-        except Exception as e:
-            send({"ok": False, "op": cmd.get("op"), "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]})
+    serve({"package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]},
+          {"index": op_index, "load": op_load, "query": op_query},
+          on_command=lambda cmd: use_base_url(cmd.get("base_url")))
 
 
 if __name__ == "__main__":

@@ -40,11 +40,11 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 
-PROTO = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol channel: a copy of the real stdout
-os.dup2(2, 1)  # anything else written to fd 1 (the pack prints its progress) lands in stderr
-sys.stdout = sys.stderr
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
+from protocol import serve, take_stdout  # noqa: E402
+
+take_stdout()  # before the package is imported: whatever it prints goes to stderr, the protocol keeps stdout
 _CWD = tempfile.mkdtemp(prefix="fanin-raptor-li-")
 atexit.register(shutil.rmtree, _CWD, True)  # removed when the adapter exits
 os.chdir(_CWD)  # nothing the packages write lands in the lab's checkout
@@ -76,11 +76,6 @@ MODES = ("collapsed", "tree_traversal")
 DEFAULTS = {"tree_depth": 3, "chunk_size": 1024, "chunk_overlap": 200, "max_tokens": 256, "context_window": 4096, "temperature": 0.0,
             "summary_prompt": rbase.DEFAULT_SUMMARY_PROMPT, "embed_batch_size": 64}
 STATE = {"base_url": os.environ.get("OPENAI_BASE_URL"), "retriever": None, "workdir": None, "node_docs": {}, "levels": {}, "meta": {}}
-
-
-def send(obj):
-    PROTO.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    PROTO.flush()
 
 
 def api_key() -> str: return os.environ.get("OPENAI_API_KEY", "none")
@@ -262,23 +257,14 @@ def op_query(cmd):
     return {"units": units, "seconds": round(time.perf_counter() - t0, 4)}
 
 
+def op_load(cmd) -> dict:
+    return {"stats": tree_counts(open_index(cmd["workdir"]))}
+
+
 def main():
-    send({"ok": True, "op": "hello", "package": PACKAGE, "version": VERSION, "python": sys.version.split()[0], "llama_index_core": CORE_VERSION})
-    for line in sys.stdin:
-        if not line.strip(): continue
-        cmd = {}
-        try:
-            cmd = json.loads(line)
-            op = cmd.get("op")
-            use_base_url(cmd.get("base_url"))
-            if op == "quit": send({"ok": True, "op": "quit"}); return
-            if op == "index": res = op_index(cmd)
-            elif op == "load": res = {"stats": tree_counts(open_index(cmd["workdir"]))}
-            elif op == "query": res = op_query(cmd)
-            else: raise ValueError(f"unknown op {op!r}")
-            send({"ok": True, "op": op, **res})
-        except Exception as e:
-            send({"ok": False, "op": cmd.get("op"), "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]})
+    serve({"package": PACKAGE, "version": VERSION, "python": sys.version.split()[0], "llama_index_core": CORE_VERSION},
+          {"index": op_index, "load": op_load, "query": op_query},
+          on_command=lambda cmd: use_base_url(cmd.get("base_url")))
 
 
 if __name__ == "__main__":
