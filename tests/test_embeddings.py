@@ -110,6 +110,16 @@ def test_device_choice_names_the_vectors_and_refuses_a_missing_gpu(torch_emb):
         with pytest.raises(Exception, match="sees no CUDA device here: use embedder.device=cpu"): instantiate(gpu_cfg)
 
 
+def test_an_index_names_the_embedders_hardware_when_it_is_not_the_cpu(torch_emb, monkeypatch):
+    "The setting card reads the index's `embedder`: a GPU build says which GPU; a CPU build reads as it always did."
+    from fanin.schema import Corpus, Document
+    from fanin.systems import DenseSystem
+    corpus = Corpus("toy", [Document(id=f"d{i}", text=t) for i, t in enumerate(SENTENCES[:4])])
+    assert DenseSystem(torch_emb).index(corpus).stats()["embedder"] == "all-MiniLM-L6-v2/torch-fp32"
+    monkeypatch.setattr(torch_emb, "device_name", "NVIDIA H100 80GB HBM3")   # what TorchMiniLM(device="cuda") records
+    assert DenseSystem(torch_emb).index(corpus).stats()["embedder"] == "all-MiniLM-L6-v2/torch-fp32 on NVIDIA H100 80GB HBM3"
+
+
 def test_int8_vector_does_not_depend_on_neighbours(onnx_emb):
     # dynamic int8 quantisation scales activations per run; one text per run keeps each text's vector its own
     alone = np.stack([onnx_emb.encode([s])[0] for s in SENTENCES[:6]])

@@ -303,7 +303,9 @@ class DenseSystem(ChunkedSystem):
             self._save_chunks(folder)
             np.save(folder / "window_owner.npy", self.window_owner)
             faiss.write_index(self.faiss_index, str(folder / "windows.faiss"))
-        return {"n_units": len(self.chunks), "n_windows": len(texts), "embedder": self.embedder.name, **st}
+        dev = getattr(self.embedder, "device_name", None)   # the hardware, named on setting cards when it is not the CPU
+        return {"n_units": len(self.chunks), "n_windows": len(texts),
+                "embedder": self.embedder.name + (f" on {dev}" if dev and dev != "cpu" else ""), **st}
 
     def _load(self, folder):
         import faiss
