@@ -6,7 +6,8 @@ It runs in each peer's own environment, so it uses the standard library only. It
 - `take_stdout()` must run before the peer package is imported. It keeps a copy of the real stdout as the protocol channel,
   and points fd 1 and `sys.stdout` at stderr. Whatever the package prints or logs then lands in the lab's log, never in the
   protocol.
-- `serve(hello, ops, ...)` answers commands, one JSON object a line on stdin, until `quit` or the end of stdin:
+- `serve(package, version, ops, use_base_url, ...)` answers commands, one JSON object a line on stdin, until `quit` or the
+  end of stdin:
   - it sends the hello first (`{"ok": true, "op": "hello", ...}`);
   - then one reply a command: `{"ok": true, "op": ..., **ops[op](cmd)}`, or, when the command failed,
     `{"ok": false, "op": ..., "error": "Type: message", "traceback": ...}`.
@@ -37,16 +38,17 @@ def send(obj: dict) -> None:
     _CHANNEL.flush()
 
 
-def serve(hello: dict, ops: dict, on_command=None, close=None) -> None:
+def serve(package: str, version: str, ops: dict, use_base_url, close=None, **hello) -> None:
     """Answer the lab's commands.
 
+    - The hello names `package`, its `version`, the adapter's python and any `hello` fields.
     - `ops` maps an op name (index, load, query) to a function of the command that returns the reply's fields.
-    - `on_command(cmd)` runs before each command. Adapters use it to repoint their clients at the command's gateway URL,
-      since the lab counts calls per stage by URL.
+    - `use_base_url(url)` runs before each command with the command's gateway URL (None when it names none): adapters repoint
+      their clients there, since the lab counts calls per stage by URL.
     - `close()` runs before the reply to `quit`, so everything is on disk when the lab reads it. It runs again when stdin
       ends or the adapter fails, so it must be idempotent."""
     take_stdout()
-    send({"ok": True, "op": "hello", **hello})
+    send({"ok": True, "op": "hello", "package": package, "version": version, "python": sys.version.split()[0], **hello})
     try:
         for line in sys.stdin:
             if not line.strip(): continue
@@ -54,7 +56,7 @@ def serve(hello: dict, ops: dict, on_command=None, close=None) -> None:
             try:
                 cmd = json.loads(line)
                 op = cmd.get("op")
-                if on_command: on_command(cmd)
+                use_base_url(cmd.get("base_url"))
                 if op == "quit":
                     if close: close()
                     send({"ok": True, "op": "quit"})

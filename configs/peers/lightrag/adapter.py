@@ -6,8 +6,7 @@ stdin, one JSON object a line:
   {"op": "load", "workdir": ...}                                                                          open a finished one
   {"op": "query", "query": ..., "k": ..., "top_k": ..., "mode": "naive|local|global|hybrid|mix", "base_url": ..., "context": false}
   {"op": "quit"}
-stdout, one JSON object a line: {"ok": true, "op": ..., ...} or {"ok": false, "op": ..., "error": ..., "traceback": ...}.
-The first line is a hello with the package version. Everything the package prints or logs goes to stderr (the lab keeps it).
+Replies and the hello: configs/peers/protocol.py (shared by every adapter), which also sends all the package prints to stderr.
 
 Environment: OPENAI_BASE_URL / OPENAI_API_KEY (the lab's gateway and its token), FANIN_CHAT_MODEL, FANIN_EMBED_MODEL,
 FANIN_EMBED_DIM, FANIN_MAX_ASYNC, TIKTOKEN_CACHE_DIR (the encodings, so tiktoken never goes to the internet).
@@ -224,9 +223,7 @@ def op_load(cmd) -> dict:
 
 
 def main():
-    serve({"package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]},
-          {"index": op_index, "load": op_load, "query": op_query},
-          on_command=lambda cmd: use_base_url(cmd.get("base_url")), close=close_rag)
+    serve(PACKAGE, VERSION, {"index": op_index, "load": op_load, "query": op_query}, use_base_url, close=close_rag)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,7 @@ stdin, one JSON object a line:
   {"op": "load", "workdir": ...}                                                          open a finished one
   {"op": "query", "query": ..., "k": ..., "top_k": ..., "mode": "raw|infer", "base_url": ..., "options": {...}}
   {"op": "quit"}
-stdout, one JSON object a line: {"ok": true, "op": ..., ...} or {"ok": false, "op": ..., "error": ..., "traceback": ...}.
-The first line is a hello with the package version. Everything the package prints or logs goes to stderr (the lab keeps it in a log).
+Replies and the hello: configs/peers/protocol.py (shared by every adapter), which also sends all the package prints to stderr.
 
 Environment: OPENAI_BASE_URL / OPENAI_API_KEY (the lab's gateway and its token), FANIN_CHAT_MODEL, FANIN_EMBED_MODEL, FANIN_EMBED_DIM.
 
@@ -214,9 +213,7 @@ def op_query(cmd):
 
 
 def main():
-    serve({"package": PACKAGE, "version": VERSION, "python": sys.version.split()[0]},
-          {"index": op_index, "load": op_load, "query": op_query},
-          on_command=lambda cmd: use_base_url(cmd.get("base_url")), close=close_memory)
+    serve(PACKAGE, VERSION, {"index": op_index, "load": op_load, "query": op_query}, use_base_url, close=close_memory)
 
 
 if __name__ == "__main__":
