@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fanin.embeddings import OnnxMiniLM, TorchMiniLM, text_key
+from fanin.embeddings import TorchMiniLM, text_key
 from fanin.systems import DenseSystem, chunk_corpus
 from fanin.wildgraphbench import WildGraphBench
 

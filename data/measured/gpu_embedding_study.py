@@ -11,7 +11,7 @@ import json, lzma, os, sys, time, subprocess
 import numpy as np
 G = sys.argv[1]; OUT = os.environ.get("OUT", "/tmp/out")
 import torch
-from fanin.embeddings import TorchMiniLM, resolve_device
+from fanin.embeddings import TorchMiniLM
 res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
        "smi": subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
                              capture_output=True, text=True).stdout.strip()}
@@ -29,7 +29,7 @@ PLAN = [("lab", "float16", 256), ("lab", "float16", 1024), ("lab", "bfloat16", 5
         ("sentence-transformers", "float16", 256)]
 for path, dtype, bs in PLAN:
     e = TorchMiniLM(device="cuda", dtype=dtype, batch_size=bs)
-    enc = e.encode if path == "lab" else (lambda t: e.model.encode(t, batch_size=bs, convert_to_numpy=True, normalize_embeddings=True).astype(np.float32))
+    enc = e.encode if path == "lab" else (lambda t, m=e.model, bs=bs: m.encode(t, batch_size=bs, convert_to_numpy=True, normalize_embeddings=True).astype(np.float32))
     enc(texts[:4096])  # warm-up: CUDA context, kernels
     torch.cuda.synchronize(); t0 = time.perf_counter()
     v = enc(texts)
