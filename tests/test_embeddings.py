@@ -6,7 +6,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import pytest
 
-from fanin.embeddings import EmbeddingCache, OnnxMiniLM, TorchMiniLM, embed_with_cache, text_key
+from fanin.embeddings import EmbeddingCache, OnnxMiniLM, TorchMiniLM, embed_with_cache, int8_kernel, text_key
 
 SENTENCES = [
     "The cat sat on the mat.",
@@ -32,12 +32,14 @@ SENTENCES = [
 ]
 
 # Measured (nbs/04_embeddings.ipynb): on these 20 texts the fused fp32 ONNX graph agrees with PyTorch to a cosine of
-# 0.99999 or more (same model, float rounding only), and the int8 graph has mean 0.9934 and minimum 0.980 (on 256 corpus
-# windows: mean 0.9935, minimum 0.988). The int8 thresholds sit below that (room for other CPU kernels) and far above what a
-# broken pipeline gives: mean pooling that counts the padding -> mean 0.48, CLS pooling -> mean 0.51. The fp32 threshold
-# catches anything that changes the model itself (tokenizer truncation at 128 -> 0.980 on the long text).
+# 0.99999 or more on every CPU (same model, float rounding only). The int8 graph's agreement depends on the CPU's kind of int8
+# product (`int8_kernel`): with VNNI (AVX-512) mean 0.9934, minimum 0.980; without (AVX2, measured on an emulated Haswell CPU,
+# qemu-x86_64 -cpu Haswell, where onnxruntime dispatches to its AVX2 kernels) mean 0.9907, minimum 0.9708, and 0.9732 on 512
+# corpus windows on a real AVX2 EPYC. The int8 thresholds sit below both kinds with room (min 0.95) and far above what a broken
+# pipeline gives: mean pooling that counts the padding -> mean 0.48, CLS pooling -> mean 0.51. The fp32 threshold catches
+# anything that changes the model itself (tokenizer truncation at 128 -> 0.980 on the long text).
 FP32_COS_MIN = 0.9999
-INT8_MEAN_COS_MIN, INT8_MIN_COS_MIN = 0.985, 0.97
+INT8_MEAN_COS_MIN, INT8_MIN_COS_MIN = 0.985, 0.95
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +120,19 @@ def test_an_index_names_the_embedders_hardware_when_it_is_not_the_cpu(torch_emb,
     assert DenseSystem(torch_emb).index(corpus).stats()["embedder"] == "all-MiniLM-L6-v2/torch-fp32"
     monkeypatch.setattr(torch_emb, "device_name", "NVIDIA H100 80GB HBM3")   # what TorchMiniLM(device="cuda") records
     assert DenseSystem(torch_emb).index(corpus).stats()["embedder"] == "all-MiniLM-L6-v2/torch-fp32 on NVIDIA H100 80GB HBM3"
+
+
+def test_int8_vectors_name_the_cpus_kind_of_int8_product(monkeypatch):
+    """int8 vectors from a VNNI CPU and from one without differ beyond rounding (cosine min 0.966 between the two on these texts),
+    so they must never share a cache key; fp32 vectors are the same on both and keep one name."""
+    assert int8_kernel() in ("vnni", "novnni")  # x86-64 (the lab's machines and CI)
+    import fanin.embeddings as E
+    names = {}
+    for kernel in ("vnni", "novnni"):
+        monkeypatch.setattr(E, "int8_kernel", lambda k=kernel: k)
+        names[kernel] = (OnnxMiniLM(threads=1).name, OnnxMiniLM(threads=1, quantize=False).name)
+    assert names["vnni"][0] == "all-MiniLM-L6-v2/onnx-fused-int8" and names["novnni"][0] == "all-MiniLM-L6-v2/onnx-fused-int8-novnni"
+    assert names["vnni"][1] == names["novnni"][1] == "all-MiniLM-L6-v2/onnx-fused-fp32"
 
 
 def test_int8_vector_does_not_depend_on_neighbours(onnx_emb):

@@ -78,17 +78,65 @@ def test_memory_entries_keep_their_documents(llm, tmp_path):
     assert units and all(u.doc_id in DOCS for u in units)
 
 
-@pytest.mark.xfail(reason="on an AVX-512 VNNI CPU SmolLM2-135M writes no valid wiki page for this toy corpus (fails at eb2d412 too, "
-                          "with int8 or fp32 vectors): the 135M model's output, not the loop, decides; open in the closing note of issue 15",
-                   strict=False)
-def test_wiki_pages_cite_their_chunks_and_the_loop_returns_source_passages(llm, tmp_path):
-    s = _system("wiki", llm, tmp_path, chunk_tokens=25, chunk_overlap=0, window_tokens=25, chunks_per_page=2, max_calls=4, patience=1)
-    s.index(CORPUS, tmp_path / "wiki")
+def _wiki_page(body: dict) -> str:
+    """The stand-in's wiki page for the prompt's numbered passages: a title from the first passage's first words and one section
+    citing every passage it was given, as a capable model would write it."""
+    import json, re
+    text = "\n".join(m["content"] for m in body.get("messages", []) if isinstance(m.get("content"), str))
+    numbers = sorted({int(n) for n in re.findall(r"^\[(\d+)\] ", text, flags=re.M)}) or [1]
+    first = re.search(r"^\[1\] (.*)$", text, flags=re.M)
+    title = " ".join((first.group(1) if first else "Theme").split()[:4])
+    return json.dumps({"title": title, "sections": [{"heading": "Facts", "text": text[-400:], "sources": numbers}]})
+
+
+def test_wiki_pages_cite_their_chunks_and_the_loop_returns_source_passages(tmp_path):
+    """The wiki's build and its search / read loop, with pages written by a loopback stand-in (deterministic on every CPU): every
+    page cites the passages it was given, retrieval returns only cited passages, and the loop stops within its call budget."""
+    from openai_standin import StandIn
+    with StandIn(model="standin-wiki", reply=_wiki_page) as server:
+        llm = LLM(provider="vllm", base_url=server.base_url, model=server.model, cache_path=tmp_path / "llm.sqlite", max_tokens=160,
+                  max_retries=1, backoff_s=0.01)
+        s = _system("wiki", llm, tmp_path, chunk_tokens=25, chunk_overlap=0, window_tokens=25, chunks_per_page=2, max_calls=4, patience=1)
+        s.index(CORPUS, tmp_path / "wiki")
     st = s.stats()
-    assert st["pages"] >= 1 and st["cited_chunks"] >= 1
+    assert st["pages"] == st["themes"] >= 2 and st["llm_failures"] == 0 and st["bad_citations"] == 0
+    assert st["cited_chunks"] == len(s.chunks)  # every passage was given to one page, and every page cites all it was given
     for p in s.pages: assert p["sources"] and all(0 <= c < len(s.chunks) for c in p["sources"])
     units = s.retrieve("What is the capital of Germany?", 3)
-    assert units and all(u.doc_id in DOCS for u in units)
+    assert units and all(u.doc_id in DOCS for u in units) and "berlin" in {u.doc_id for u in units}
     cited = {c for p in s.pages for c in p["sources"]}
     assert all(u.meta["chunk"] in cited for u in units)  # only passages a page cites can reach the pack
     assert units[0].meta["calls"] <= 4 and units[0].meta["stop"] in ("call budget", "patience", "no pages left")
+
+
+def test_wiki_with_the_embedded_model_accounts_for_every_theme(llm, tmp_path):
+    """The same build with the real embedded 135M model. Whether that model writes a valid page for a given theme depends on the
+    CPU's float arithmetic (llama.cpp's kernels differ between AVX2 and AVX-512, and the 135M model is near its limit here), so this
+    asserts what holds on every CPU: the build finishes, every theme ends as a page or as a recorded failure (never dropped), every
+    page cites passages it was given, and retrieval returns only cited passages (none when no page was written)."""
+    s = _system("wiki", llm, tmp_path, chunk_tokens=25, chunk_overlap=0, window_tokens=25, chunks_per_page=2, max_calls=4, patience=1)
+    s.index(CORPUS, tmp_path / "wiki")
+    st = s.stats()
+    assert st["themes"] >= 2 and st["pages"] + st["llm_failures"] == st["themes"]
+    assert st["llm_requests"] == st["themes"]
+    for p in s.pages: assert p["sources"] and all(0 <= c < len(s.chunks) for c in p["sources"])
+    units = s.retrieve("What is the capital of Germany?", 3)
+    cited = {c for p in s.pages for c in p["sources"]}
+    assert all(u.meta["chunk"] in cited for u in units) and (units or not s.pages)
+
+
+def test_raptor_clusters_survive_collapsed_points():
+    """The lab's RAPTOR clustering (PCA + Gaussian mixtures, BIC over the component counts) on 30 points that lie on one plane, a
+    million units across: the plain sklearn fits that `soft_clusters` used to make raise "ill-defined empirical covariance" on every
+    CPU (checked here); through `steady_mixture` every point is clustered."""
+    import numpy as np
+    from sklearn.decomposition import PCA
+    from sklearn.mixture import GaussianMixture
+    from fanin.llm_indexes import soft_clusters
+    rng = np.random.default_rng(0)
+    plane = 1e6 * (rng.normal(size=(30, 2)) @ rng.normal(size=(2, 10)))
+    Z = PCA(n_components=10, random_state=0).fit_transform(plane)
+    with pytest.raises(ValueError, match="ill-defined empirical covariance"):
+        for c in sorted(set(np.linspace(1, 15, num=8).astype(int))): GaussianMixture(c, random_state=0).fit(Z)
+    clusters = soft_clusters(plane)
+    assert clusters and sorted({i for c in clusters for i in c}) == list(range(30))

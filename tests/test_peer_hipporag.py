@@ -1,6 +1,7 @@
 """HippoRAG 2 (hipporag 2.0.0a4) as a peer (fanin.peers, configs/peers/hipporag/), on a CPU: end to end on the tiny fixture corpus
 against a loopback OpenAI-compatible stand-in (canned replies in HippoRAG's own formats: named entities, triples, the recognition
-memory's fact filter). Its pinned environment imports torch and vLLM without a GPU and never starts them; the index folder holds
+memory's fact filter). Its pinned environment is CPU only (torch's CPU build; no vLLM, whose import the adapter stands in for,
+and no nvidia-* libraries), so it stays small enough for `make test`; the index folder holds
 no pickle; every unit maps to a corpus document; a reopened index (a fresh adapter process, the graph rebuilt from HippoRAG's
 JSON and parquet files) returns the same evidence without an indexing call; mode `dpr` is its dense passage retrieval."""
 import json
@@ -56,7 +57,10 @@ def test_the_hipporag_lock_pins_the_peer():
     lk = read_lock("hipporag")
     assert (lk.package, lk.version, lk.python) == ("hipporag", "2.0.0a4", "3.11")
     names = {r.split("==")[0].lower().replace("_", "-") for r in lk.requirements}
-    assert {"hipporag", "openai", "torch", "vllm", "python-igraph", "pyarrow", "pandas"} <= names
+    assert {"hipporag", "openai", "torch", "python-igraph", "pyarrow", "pandas"} <= names
+    # CPU only: no vLLM (its GPU-only offline mode is never used), no CUDA libraries; torch is the lab's own CPU build
+    assert "vllm" not in names and not {n for n in names if n.startswith("nvidia-") or n in ("triton", "xformers", "ray")}
+    assert "torch==2.13.0" in lk.requirements
     assert "openai==1.91.0" in lk.requirements          # hipporag's own pin (1.91.1) is not on the registry: the lock says so
     assert (lk.path.parent / "adapter.py").exists()
 

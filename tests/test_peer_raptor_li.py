@@ -216,3 +216,35 @@ def test_raptor_li_splits_a_long_page_without_nltk_data(raptor_env, tmp_path):
             assert units and all(u.doc_id in c for u in units)
         finally:
             sysm.close()
+
+
+GMM_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import adapter  # the adapter's module-level patches, exactly as in a build
+import numpy as np
+from sklearn.mixture import GaussianMixture
+rng = np.random.default_rng(0)
+line = 1e6 * (rng.normal(size=(30, 1)) @ rng.normal(size=(1, 10)))  # 30 points on one line: singular covariances on every CPU
+try: GaussianMixture(3, random_state=0).fit(line); plain = "fitted"
+except ValueError as e: plain = str(e)
+labels, n = adapter.rclust.GMM_cluster(line, 0.1)  # the pack's own cluster-count search and final fit
+json.dump({"plain": plain, "n": int(n), "labelled": sum(1 for lab in labels if len(lab)), "regularised": adapter.TRACE["regularised"]},
+          open(sys.argv[1], "w"))
+"""
+
+
+def test_raptor_li_survives_a_degenerate_clustering(raptor_env, tmp_path):
+    """The pack's GMMs fail outright ("ill-defined empirical covariance") when the UMAP coordinates collapse, which depends on the
+    CPU's float arithmetic; the adapter refits such a fit with a larger reg_covar. Points on one line make every CPU hit it: sklearn
+    alone raises, the pack's clustering through the adapter finishes, labels every point and records each regularised fit."""
+    import subprocess
+    script, out = tmp_path / "probe.py", tmp_path / "probe.json"
+    script.write_text(GMM_PROBE)
+    r = subprocess.run([str(raptor_env.python), str(script), str(out), str(ROOT / "configs" / "peers" / "raptor_li")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert "ill-defined empirical covariance" in got["plain"]
+    assert got["n"] >= 1 and got["labelled"] == 30 and got["regularised"]
+    assert all(1e-6 < reg <= 1e-1 for _, reg in got["regularised"])

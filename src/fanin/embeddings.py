@@ -23,8 +23,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # %% auto #0
 __all__ = ['MAX_TOKENS', 'DIM', 'ONNX_RECIPE', 'EMBED_STAT_KEYS', 'minilm_dir', 'minilm_tokenizer', 'default_threads', 'Embedder',
-           'l2_normalise', 'resolve_device', 'TorchMiniLM', 'minilm_onnx', 'OnnxMiniLM', 'text_key', 'EmbeddingCache',
-           'add_embed_stats', 'embed_with_cache']
+           'l2_normalise', 'resolve_device', 'TorchMiniLM', 'minilm_onnx', 'int8_kernel', 'OnnxMiniLM', 'text_key',
+           'EmbeddingCache', 'add_embed_stats', 'embed_with_cache']
 
 # %% ../../nbs/04_embeddings.ipynb #4de7e97c
 MAX_TOKENS = 256
@@ -251,6 +251,22 @@ def minilm_onnx(quantize: bool = True, folder=None) -> Path:
             os.replace(tmp / "int8.onnx", out)
     return out
 
+# %% ../../nbs/04_embeddings.ipynb #62622664
+def int8_kernel() -> str:
+    """The kind of int8 product onnxruntime's CPU kernels use on this machine: 'vnni' (AVX-512 VNNI, AVX-VNNI or AMX: exact 32-bit
+    sums) or 'novnni' (16-bit pair sums that can saturate); on a CPU that is not x86-64, its architecture's name. Read from the
+    CPUID bits numpy detects at run time (the ones onnxruntime dispatches on), and from /proc/cpuinfo for AVX-VNNI and AMX, which
+    numpy does not list."""
+    import platform
+    arch = platform.machine().lower()
+    if arch not in ("x86_64", "amd64"): return arch
+    try: from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError: from numpy.core._multiarray_umath import __cpu_features__ as features
+    flags = set()
+    try: flags = set(next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split())
+    except OSError: pass
+    return "vnni" if features.get("AVX512VNNI") or {"avx_vnni", "amx_int8"} & flags else "novnni"
+
 # %% ../../nbs/04_embeddings.ipynb #78c40dac_2
 class OnnxMiniLM:
     """all-MiniLM-L6-v2 run by onnxruntime on CPU, from the graph `minilm_onnx` builds: fused, with int8 weights by default
@@ -269,7 +285,8 @@ class OnnxMiniLM:
         self.threads = int(threads or default_threads())
         self.batch_size = int(batch_size)
         self.quantize = bool(quantize)
-        self.name = f"all-MiniLM-L6-v2/onnx-{ONNX_RECIPE if self.quantize else 'fused-fp32'}"
+        kernel = int8_kernel()  # int8 vectors differ between kinds of int8 product (above): the name, and so the cache key, says which
+        self.name = f"all-MiniLM-L6-v2/onnx-{ONNX_RECIPE if self.quantize else 'fused-fp32'}" + ("-novnni" if self.quantize and kernel != "vnni" else "")
         self.model_path = minilm_onnx(self.quantize, model_dir)
         self.session = self._session(self.threads)
         self.bulk_sessions: list | None = None  # the one-thread sessions, made on the first call with several batches

@@ -15,8 +15,8 @@ from .schema import Unit
 from .systems import ChunkedSystem, chunk_corpus
 
 # %% auto #0
-__all__ = ['ask_each', 'llm_cost', 'write_failures', 'embed_texts', 'node_units', 'soft_clusters', 'RaptorSystem', 'MemorySystem',
-           'CommunitySystem']
+__all__ = ['ask_each', 'llm_cost', 'write_failures', 'embed_texts', 'node_units', 'steady_mixture', 'soft_clusters',
+           'RaptorSystem', 'MemorySystem', 'CommunitySystem']
 
 # %% ../../nbs/21_llm_indexes.ipynb #b2e43166
 def ask_each(llm, prompt_name: str, fields: list[dict], system: str, stage: str = "index") -> list[tuple[object, str | None]]:
@@ -73,16 +73,27 @@ def node_units(texts, docs, idx, scores, meta_fn=lambda i: {}) -> list[Unit]:
                         meta={**({"doc_ids": list(ds)} if len(ds) > 1 else {}), **meta_fn(i)}))
     return out
 
+# %% ../../nbs/21_llm_indexes.ipynb #c2202c31
+def steady_mixture(Z: np.ndarray, n_components: int, seed: int = 0, reg_covar: float = 1e-6, max_reg_covar: float = 1e-1):
+    """A fitted `sklearn.mixture.GaussianMixture` and the `reg_covar` it needed: sklearn's fit, refitted with a 10x larger `reg_covar`
+    (same seed) only while sklearn rejects it for an ill-defined covariance; past `max_reg_covar` the error is raised."""
+    from sklearn.mixture import GaussianMixture
+    while True:
+        try:
+            return GaussianMixture(n_components, reg_covar=reg_covar, random_state=seed).fit(Z), reg_covar
+        except ValueError as e:
+            if "ill-defined empirical covariance" not in str(e) or reg_covar * 10 > max_reg_covar * (1 + 1e-9): raise
+            reg_covar *= 10
+
 # %% ../../nbs/21_llm_indexes.ipynb #a26a8921
 def soft_clusters(X: np.ndarray, max_clusters: int = 50, reduce_dim: int = 10, threshold: float = 0.1, seed: int = 0) -> list[list[int]]:
-    "PCA, then a Gaussian mixture whose size minimises BIC; a point joins every cluster it belongs to with probability > threshold."
+    "PCA, then a Gaussian mixture (`steady_mixture`) whose size minimises BIC; a point joins every cluster it belongs to with probability > threshold."
     from sklearn.decomposition import PCA
-    from sklearn.mixture import GaussianMixture
     n = len(X)
     if n <= 2: return [list(range(n))]
     Z = PCA(n_components=min(reduce_dim, n - 1, X.shape[1]), random_state=seed).fit_transform(X)
     cands = sorted(set(np.linspace(1, min(max_clusters, n // 2), num=8).astype(int)))
-    best = min((GaussianMixture(c, random_state=seed).fit(Z) for c in cands), key=lambda g: g.bic(Z))
+    best = min((steady_mixture(Z, c, seed)[0] for c in cands), key=lambda g: g.bic(Z))
     P = best.predict_proba(Z)
     clusters = [list(np.flatnonzero(P[:, c] > threshold)) for c in range(P.shape[1])]
     for i in np.flatnonzero((P > threshold).sum(axis=1) == 0): clusters[int(P[i].argmax())].append(int(i))

@@ -21,7 +21,7 @@ Index: `HippoRAG(global_config=BaseConfig(...)).index(passages)`: NER and triple
 (OpenIE, online mode), passage / entity / fact embeddings through the embedding endpoint, then the graph (entities, passages,
 synonymy edges). The LLM is the lab's chat model at the gateway (HippoRAG's own reply cache is bypassed: the lab's is the one); the embedding model is the lab's embedder at the gateway, named
 `text-embedding-<name>` because HippoRAG chooses its OpenAI embedding client by that substring (the gateway serves the lab's
-embedder whatever the name). No GPU and no vLLM is used.
+embedder whatever the name). No GPU and no vLLM is used (vLLM is not installed; see the stand-in module below).
 Query: mode `full` is HippoRAG 2's retrieval (`retrieve`: fact retrieval, recognition memory (one LLM call per query), dense
 passage scores, personalised PageRank); mode `dpr` its dense passage retrieval alone (`retrieve_dpr`). Units are the top
 passages in HippoRAG's order with its scores.
@@ -60,6 +60,24 @@ import importlib.metadata  # noqa: E402
 import logging  # noqa: E402
 
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+
+# vLLM is not in this environment. hipporag imports its offline vLLM client when it is imported (HippoRAG.py ->
+# information_extraction/openie_vllm_offline.py -> llm/vllm_offline.py: `from vllm import SamplingParams, LLM`), although that
+# client is used only for `openie_mode="offline"` on a GPU. The lab drives HippoRAG through an OpenAI-compatible endpoint
+# (`openie_mode="online"`), so the offline client is never made; vLLM 0.6.6 would bring the CUDA build of torch, its nvidia-*
+# libraries, triton, xformers and ray (about 5 GB) to a CPU machine for an import. In its place: a module with the two names
+# that says why if anything ever calls it.
+import types  # noqa: E402
+
+
+class _NoOfflineVLLM:
+    def __init__(self, *a, **kw):
+        raise RuntimeError("vLLM is not installed in the lab's HippoRAG environment (configs/peers/hipporag/requirements.lock): "
+                           "HippoRAG runs here with openie_mode='online' through the lab's gateway; the offline vLLM mode is not supported")
+
+
+sys.modules.setdefault("vllm", types.ModuleType("vllm", "stand-in: vLLM is not installed in the lab's HippoRAG environment"))
+sys.modules["vllm"].SamplingParams = sys.modules["vllm"].LLM = _NoOfflineVLLM
 
 from hipporag import HippoRAG  # noqa: E402
 from hipporag.llm.openai_gpt import CacheOpenAI  # noqa: E402

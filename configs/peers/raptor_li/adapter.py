@@ -116,8 +116,35 @@ def _local_cluster_embeddings(embeddings, dim, num_neighbors=10, metric="cosine"
 rclust.global_cluster_embeddings = _global_cluster_embeddings
 rclust.local_cluster_embeddings = _local_cluster_embeddings
 
+# ---- a clustering that survives collapsed points: the pack's GMMs, regularised only when a fit is degenerate ------------------
+# The pack picks the number of clusters by fitting GaussianMixture for 1 .. len(nodes)-1 components on the UMAP coordinates. When
+# UMAP packs a few points on top of each other (which ones depends on the CPU's float arithmetic: the same corpus did this on an
+# AVX-512 CPU and not on an AVX2 one), a many-component fit has a component with a singular covariance and sklearn raises
+# "ill-defined empirical covariance"; the pack does not catch it, so the whole index build failed. Here such a fit is retried
+# with sklearn's own remedy, a larger `reg_covar` (x10 a step, from sklearn's 1e-6 up to 1e-1), with the same seed: a fit that
+# succeeds first time is exactly the pack's; a degenerate one becomes a well-defined fit instead of a crash. Every regularised
+# fit is counted (`gmm_regularised_fits` in the index stats), so a user sees when it happened.
+REG_COVAR_MAX = 1e-1
+
+
+class SteadyGaussianMixture(rclust.GaussianMixture):
+    def fit(self, X, y=None):
+        first = self.reg_covar
+        while True:
+            try:
+                fitted = super().fit(X, y)
+            except ValueError as e:
+                if "ill-defined empirical covariance" not in str(e) or self.reg_covar * 10 > REG_COVAR_MAX * 1.0001: raise
+                self.reg_covar *= 10
+                continue
+            if self.reg_covar != first: TRACE["regularised"].append([int(self.n_components), float(self.reg_covar)])
+            return fitted
+
+
+rclust.GaussianMixture = SteadyGaussianMixture
+
 # ---- recording the tree as the pack builds it: its clusters (member node ids) and the summary node made from each -------------
-TRACE = {"clusters": [], "summaries": []}
+TRACE = {"clusters": [], "summaries": [], "regularised": []}
 _get_clusters, _TextNode = rbase.get_clusters, rbase.TextNode
 
 
@@ -209,7 +236,7 @@ def op_index(cmd):
                              excluded_embed_metadata_keys=list(keep), excluded_llm_metadata_keys=list(keep)))
     llm, embed = make_llm(opt), make_embed(opt)
     Settings.llm, Settings.embed_model = llm, embed
-    TRACE["clusters"].clear(); TRACE["summaries"].clear()
+    for v in TRACE.values(): v.clear()
     pack = RaptorPack(docs, llm=llm, embed_model=embed, similarity_top_k=2, mode="collapsed", verbose=True,
                       tree_depth=int(opt["tree_depth"]),
                       transformations=[SentenceSplitter(chunk_size=int(opt["chunk_size"]), chunk_overlap=int(opt["chunk_overlap"]))],
@@ -231,6 +258,7 @@ def op_index(cmd):
     return {"stats": {"package": PACKAGE, "version": VERSION, "llama_index_core": CORE_VERSION, "docs": len(cmd["docs"]),
                       "empty_docs": len(empty), "clusters": len(TRACE["clusters"]),
                       "nodes_in_several_clusters": len(members) - len(set(members)),
+                      "gmm_regularised_fits": len(TRACE["regularised"]),
                       **tree_counts(nodes), "adapter_seconds": round(time.perf_counter() - t0, 3)}}
 
 
