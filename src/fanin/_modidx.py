@@ -724,6 +724,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'fanin.peers.peer_env': ('peers.html#peer_env', 'fanin/peers.py'),
                              'fanin.peers.peers_dir': ('peers.html#peers_dir', 'fanin/peers.py'),
                              'fanin.peers.read_lock': ('peers.html#read_lock', 'fanin/peers.py'),
+                             'fanin.peers.share_files': ('peers.html#share_files', 'fanin/peers.py'),
                              'fanin.peers.tiktoken_cache': ('peers.html#tiktoken_cache', 'fanin/peers.py')},
             'fanin.pipeline': { 'fanin.pipeline.StageFailed': ('pipeline.html#stagefailed', 'fanin/pipeline.py'),
                                 'fanin.pipeline._check_failures': ('pipeline.html#_check_failures', 'fanin/pipeline.py'),

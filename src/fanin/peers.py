@@ -84,8 +84,8 @@ def read_lock(name: str, root=None, lock=None) -> Lock:
 
 # %% auto #0
 __all__ = ['ENV_MARKER', 'TIKTOKEN_WHEEL', 'TIKTOKEN_FILES', 'PEER_MODES', 'PASSAGE_PEERS', 'PeerEnvError', 'PeerError',
-           'peers_dir', 'default_envs', 'Lock', 'read_lock', 'PeerEnv', 'peer_env', 'tiktoken_cache', 'Endpoint',
-           'PeerProcess', 'PeerSystem']
+           'peers_dir', 'default_envs', 'Lock', 'read_lock', 'PeerEnv', 'share_files', 'peer_env', 'tiktoken_cache',
+           'Endpoint', 'PeerProcess', 'PeerSystem']
 
 # %% ../../nbs/30_peers.ipynb #pe069f77
 @dataclass(frozen=True)
@@ -110,6 +110,24 @@ def _tail(text: str, n: int = 3000) -> str:
 def _python_version(python) -> str:
     r = subprocess.run([str(python), "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"], capture_output=True, text=True, timeout=60)
     return r.stdout.strip()
+
+
+def share_files(folder, log=print) -> str:
+    """Hard-link the byte-identical files of the finished environment `folder` and of the other finished environments beside it
+    (util-linux's `hardlink`, content compared byte by byte, timestamps ignored), so a wheel several peers pin is stored once.
+    Returns what it did, in words; never fails a build (a missing `hardlink` or an error leaves the files as they are)."""
+    folder = Path(folder)
+    tool = shutil.which("hardlink")
+    if tool is None: return "not shared with the other environments (util-linux's `hardlink` is not installed)"
+    done = [str(f) for f in sorted(folder.parent.iterdir()) if f != folder and (f / ENV_MARKER).exists()]
+    if not done: return "the first environment: nothing to share with yet"
+    try:
+        r = subprocess.run([tool, "--ignore-time", str(folder), *done], capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"not shared ({type(e).__name__}: {e})"
+    saved = next((line.split(":", 1)[1].strip() for line in r.stdout.splitlines() if line.strip().startswith("Saved")), None)
+    return f"shares its identical files with {len(done)} other environment(s) (saved {saved})" if r.returncode == 0 and saved else \
+        f"not shared (hardlink exit {r.returncode}: {_tail(r.stderr, 300)})"
 
 
 def peer_env(name: str, root=None, envs=None, lock=None, python=None, timeout_s: float = 3600, log=print) -> PeerEnv:
@@ -138,8 +156,8 @@ def peer_env(name: str, root=None, envs=None, lock=None, python=None, timeout_s:
             if r.returncode != 0:
                 raise PeerEnvError(name, f"`{python} -m venv {folder}` failed (exit {r.returncode}):\n{_tail(r.stderr + r.stdout)}")
         try:
-            r = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "-r", str(lk.path)], capture_output=True, text=True,
-                               env=env, timeout=timeout_s)
+            r = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-compile", "-r", str(lk.path)], capture_output=True,
+                               text=True, env=env, timeout=timeout_s)
         except subprocess.TimeoutExpired as e:
             raise PeerEnvError(name, f"pip install -r {lk.path} ran past {timeout_s} s") from e
         if r.returncode != 0:
@@ -154,7 +172,7 @@ def peer_env(name: str, root=None, envs=None, lock=None, python=None, timeout_s:
         tmp.write_text(json.dumps({"peer": lk.peer, "lock": str(lk.path.name), "lock_sha": lk.sha, "python": _python_version(py),
                                    "setup_seconds": seconds, "built": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1))
         os.replace(tmp, marker)
-        log(f"{name}: environment ready in {seconds:.0f} s")
+        log(f"{name}: environment ready in {seconds:.0f} s; {share_files(folder, log=log)}")
         return PeerEnv(name, folder, py, lk, seconds, True)
 
 # %% ../../nbs/30_peers.ipynb #pe10bbee
