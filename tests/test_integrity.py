@@ -194,9 +194,12 @@ def test_a_second_run_told_not_to_wait_stops_at_once_naming_the_holder(data, tmp
 # --- interruption ----------------------------------------------------------------------------------------------------
 
 _EMBED = """
-import sys
+import signal, sys
+# Ctrl-C as a terminal delivers it, also when the test runner was started as a background job (which starts with SIGINT ignored,
+# and Python then leaves it ignored in its children)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from fanin.embeddings import EmbeddingCache, OnnxMiniLM, embed_with_cache
-texts = [f"window {i}: the typhoon season of 2012 brought {i} mm of rain to the coast and damage to {i % 97} towns" for i in range(20000)]
+texts = [f"window {i}: the typhoon season of 2012 brought {i} mm of rain to the coast and damage to {i % 97} towns" for i in range(200000)]
 print("start", flush=True)
 embed_with_cache(OnnxMiniLM(), texts, EmbeddingCache(sys.argv[1]))
 """
@@ -205,16 +208,19 @@ embed_with_cache(OnnxMiniLM(), texts, EmbeddingCache(sys.argv[1]))
 def test_ctrl_c_while_embedding_stops_in_seconds_and_keeps_the_finished_batches(tmp_path):
     import signal, subprocess, sys, time
     from fanin.embeddings import EmbeddingCache, OnnxMiniLM
-    cache = tmp_path / "emb.sqlite"
+    cache, name = tmp_path / "emb.sqlite", OnnxMiniLM(threads=1).name
     p = subprocess.Popen([sys.executable, "-c", _EMBED, str(cache)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "start"
-    time.sleep(12)                                          # > 2 commits of 256 texts at ~45 texts/s on 2 busy cores
+    deadline = time.time() + 180  # Ctrl-C once two commits of 256 texts are in the cache, however fast the machine embeds
+    while time.time() < deadline and p.poll() is None and not (cache.exists() and EmbeddingCache(cache).count(name) >= 512):
+        time.sleep(0.2)
+    assert p.poll() is None, f"the embedding ended before Ctrl-C: {p.stderr.read()[-2000:]}"
     t0 = time.perf_counter(); p.send_signal(signal.SIGINT)
     p.wait(timeout=30)
     stopped_s = time.perf_counter() - t0
     assert p.returncode != 0 and stopped_s < 5, f"Ctrl-C took {stopped_s:.1f} s"
-    kept = EmbeddingCache(cache).count(OnnxMiniLM().name)
-    assert kept >= 256, kept                               # finished batches were committed, not thrown away
+    kept = EmbeddingCache(cache).count(name)
+    assert 512 <= kept < 200000, kept                      # finished batches were committed, not thrown away
 
 
 _SERVE = """
