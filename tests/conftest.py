@@ -17,7 +17,12 @@ def real_data_root():
     return root
 
 
+# The embedder's ONNX graph is built once from the shipped weights (~10 s, 150 MB) into `<paths.outputs>/models`. Tests give each
+# run its own `paths.outputs`, so they point the graph at the checkout's `outputs/models` instead: built once for the whole suite.
+SHARED_MODELS = f"embedder.model_dir={ROOT / 'outputs' / 'models'}"
+
+
 @pytest.fixture()
 def tiny_overrides(tmp_path):
     return [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path / 'outputs'}",
-            "progress=false", "experiment_name=test"]
+            "progress=false", "experiment_name=test", SHARED_MODELS]

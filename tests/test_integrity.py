@@ -15,6 +15,8 @@ from fanin.pipeline import run
 from fanin.components import index_store
 from fanin.schema import Pack, read_jsonl
 
+from conftest import SHARED_MODELS
+
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "wildgraphbench_tiny"
 
 
@@ -27,7 +29,7 @@ def data(tmp_path):
 
 def _over(tmp_path, root, *more):
     return [f"dataset.root={root}", "dataset.domains=[nature]", f"paths.outputs={tmp_path / 'outputs'}", "progress=false",
-            "experiment_name=t", "system=bm25", "k=1", "k_summary=1", *more]
+            "experiment_name=t", "system=bm25", "k=1", "k_summary=1", SHARED_MODELS, *more]
 
 
 def _repoint_first_question(root: Path):

@@ -7,6 +7,8 @@ from fanin.local_models import EmbeddedServer
 from fanin.metrics import evidence_metrics
 from fanin.schema import Corpus, Document, Instance, Pack
 
+from conftest import SHARED_MODELS
+
 DOCS = {
     "lennon": "John Lennon was born in Liverpool in 1940. John Lennon formed a band with Paul McCartney and George Harrison. "
               "Paul McCartney and John Lennon wrote songs together in Liverpool.",
@@ -28,7 +30,7 @@ def llm(tmp_path_factory):
 
 
 def _system(name, llm, tmp_path, **over):
-    cfg = compose([f"system={name}", f"paths.outputs={tmp_path}", "progress=false"] + [f"system.{k}={v}" for k, v in over.items()])
+    cfg = compose([f"system={name}", f"paths.outputs={tmp_path}", "progress=false", SHARED_MODELS] + [f"system.{k}={v}" for k, v in over.items()])
     s = instantiate(cfg.system)
     s.llm = llm
     return s
