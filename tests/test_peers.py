@@ -367,3 +367,21 @@ def test_a_peer_index_is_stale_when_its_adapter_or_lock_changes(tmp_path):
     assert model_fingerprint(s)["passages.py"] != after["passages.py"]
     (folder.parent / "protocol.py").write_text((folder.parent / "protocol.py").read_text() + "\n# a change to the protocol\n")
     assert model_fingerprint(s)["protocol.py"] != after["protocol.py"]
+
+
+def test_peer_environments_store_a_wheel_they_share_once():
+    """Disk: a wheel that several environments install is stored once. LightRAG and Mem0 pin the same numpy, HippoRAG the lab's own
+    CPU torch: after `share_files` (which every build runs; idempotent) their files are one inode, and the lab's still import."""
+    import subprocess, sys, sysconfig
+    from fanin.peers import share_files
+    light, mem0, hippo = built_env("lightrag"), built_env("mem0"), built_env("hipporag")
+    for env in (light, mem0, hippo): assert "shares its identical files" in share_files(env.folder, log=lambda m: None)
+    site = lambda env: next((env.folder / "lib").glob("python3.*/site-packages"))
+    core = lambda sp: sorted((sp / "numpy").rglob("_multiarray_umath*.so"))[0]
+    assert core(site(light)).stat().st_ino == core(site(mem0)).stat().st_ino
+    lab = Path(sysconfig.get_paths()["purelib"])
+    libtorch = "torch/lib/libtorch_cpu.so"
+    if (lab / libtorch).exists() and (lab / libtorch).stat().st_dev == site(hippo).stat().st_dev:
+        assert (lab / libtorch).stat().st_ino == (site(hippo) / libtorch).stat().st_ino
+    r = subprocess.run([sys.executable, "-c", "import torch, numpy; print(torch.ones(2).sum().item())"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "2.0", r.stderr

@@ -256,7 +256,8 @@ def int8_kernel() -> str:
     """The kind of int8 product onnxruntime's CPU kernels use on this machine: 'vnni' (AVX-512 VNNI, AVX-VNNI or AMX: exact 32-bit
     sums) or 'novnni' (16-bit pair sums that can saturate); on a CPU that is not x86-64, its architecture's name. Read from the
     CPUID bits numpy detects at run time (the ones onnxruntime dispatches on), and from /proc/cpuinfo for AVX-VNNI and AMX, which
-    numpy does not list."""
+    numpy does not list; /proc/cpuinfo is trusted only where it agrees with CPUID on AVX-512 (under user-mode emulation of another
+    CPU, e.g. `qemu-x86_64 -cpu Haswell`, it describes the host, not the CPU the code runs on)."""
     import platform
     arch = platform.machine().lower()
     if arch not in ("x86_64", "amd64"): return arch
@@ -265,7 +266,9 @@ def int8_kernel() -> str:
     flags = set()
     try: flags = set(next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split())
     except OSError: pass
-    return "vnni" if features.get("AVX512VNNI") or {"avx_vnni", "amx_int8"} & flags else "novnni"
+    if features.get("AVX512VNNI"): return "vnni"
+    agrees = bool(features.get("AVX512F")) == ("avx512f" in flags)
+    return "vnni" if agrees and {"avx_vnni", "amx_int8"} & flags else "novnni"
 
 # %% ../../nbs/04_embeddings.ipynb #78c40dac_2
 class OnnxMiniLM:

@@ -112,21 +112,26 @@ def _python_version(python) -> str:
     return r.stdout.strip()
 
 
-def share_files(folder, log=print) -> str:
-    """Hard-link the byte-identical files of the finished environment `folder` and of the other finished environments beside it
-    (util-linux's `hardlink`, content compared byte by byte, timestamps ignored), so a wheel several peers pin is stored once.
-    Returns what it did, in words; never fails a build (a missing `hardlink` or an error leaves the files as they are)."""
+def share_files(folder, log=print, lab_packages=None) -> str:
+    """Hard-link the byte-identical files of the finished environment `folder`, of the other finished environments beside it and
+    of the lab's own installed packages (`lab_packages`, default this Python's site-packages, when it is on the same file system;
+    `False`: not those) with util-linux's `hardlink` (content compared byte by byte, timestamps ignored), so a wheel several
+    environments install (torch, numpy, scipy, ...) is stored once. Returns what it did, in words; never fails a build (a missing
+    `hardlink` or an error leaves the files as they are)."""
+    import sysconfig
     folder = Path(folder)
     tool = shutil.which("hardlink")
     if tool is None: return "not shared with the other environments (util-linux's `hardlink` is not installed)"
-    done = [str(f) for f in sorted(folder.parent.iterdir()) if f != folder and (f / ENV_MARKER).exists()]
-    if not done: return "the first environment: nothing to share with yet"
+    others = [f for f in sorted(folder.parent.iterdir()) if f != folder and (f / ENV_MARKER).exists()]
+    lab = Path(sysconfig.get_paths()["purelib"]) if lab_packages is None else (Path(lab_packages) if lab_packages else None)
+    if lab is not None and lab.is_dir() and lab.stat().st_dev == folder.stat().st_dev: others.append(lab)
+    if not others: return "nothing to share files with yet"
     try:
-        r = subprocess.run([tool, "--ignore-time", str(folder), *done], capture_output=True, text=True, timeout=1800)
+        r = subprocess.run([tool, "--ignore-time", str(folder), *map(str, others)], capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"not shared ({type(e).__name__}: {e})"
     saved = next((line.split(":", 1)[1].strip() for line in r.stdout.splitlines() if line.strip().startswith("Saved")), None)
-    return f"shares its identical files with {len(done)} other environment(s) (saved {saved})" if r.returncode == 0 and saved else \
+    return f"shares its identical files with {len(others)} other environment(s) (saved {saved})" if r.returncode == 0 and saved else \
         f"not shared (hardlink exit {r.returncode}: {_tail(r.stderr, 300)})"
 
 
