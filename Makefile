@@ -41,8 +41,10 @@ ablation: setup
 	$(VENV)/bin/dvc repro ablation
 	@echo "ablation tables: outputs/tables/reader_judge_ablation*.csv"
 
+# PYTEST_ARGS: extra pytest arguments, e.g. make test PYTEST_ARGS="-k peers --durations=20"
+PYTEST_ARGS ?=
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 bench: setup
 	$(FANIN) bench
