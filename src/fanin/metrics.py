@@ -14,7 +14,7 @@ import pandas as pd
 from .schema import Instance, Pack
 
 # %% auto #0
-__all__ = ['METRIC_COLUMNS', 'unit_docs', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
+__all__ = ['METRIC_COLUMNS', 'unit_docs', 'passage_recall', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
 
 # %% ../../nbs/06_metrics.ipynb #49e64f5a
 def unit_docs(u) -> list[str]:
@@ -22,8 +22,22 @@ def unit_docs(u) -> list[str]:
     return list(u.meta.get("doc_ids") or [u.doc_id])
 
 
-def evidence_metrics(pack: Pack, instance: Instance, known_docs=None) -> dict:
-    "Document-level ER, EP, hit and pack size of one pack against one instance's gold documents."
+def passage_recall(pack: Pack, instance: Instance, k: int) -> float:
+    """Recall@k as HippoRAG's papers report it: the share of the instance's gold documents (its supporting passages) among the
+    first `k` distinct documents of the pack, in rank order (a unit counts for every document it stands for). NaN without gold."""
+    gold = set(instance.gold_docs)
+    if not gold: return math.nan
+    top: list[str] = []
+    for u in pack.units:
+        for d in unit_docs(u):
+            if d not in top: top.append(d)
+        if len(top) >= k: break
+    return len(gold & set(top[:k])) / len(gold)
+
+
+def evidence_metrics(pack: Pack, instance: Instance, known_docs=None, recall_ks=()) -> dict:
+    """Document-level ER, EP, hit and pack size of one pack against one instance's gold documents; with `recall_ks`, also
+    `recall@k` (`passage_recall`) for each k (a dataset whose papers report it declares them, e.g. HippoRAG's layout: 2 and 5)."""
     gold = set(instance.gold_docs)
     per_unit = [unit_docs(u) for u in pack.units]
     docs = [d for ds in per_unit for d in ds]
@@ -33,13 +47,14 @@ def evidence_metrics(pack: Pack, instance: Instance, known_docs=None) -> dict:
            "pack_docs": len(set(docs)),
            "unknown_units": sum(1 for ds in per_unit if known_docs is not None and any(d not in known_docs for d in ds))}
     if not gold:
-        row.update(er=math.nan, ep=math.nan, hit=math.nan, gold_covered=0)
+        row.update(er=math.nan, ep=math.nan, hit=math.nan, gold_covered=0, **{f"recall@{k}": math.nan for k in recall_ks})
         return row
     covered = gold & set(docs)
     row["gold_covered"] = len(covered)
     row["er"] = len(covered) / len(gold)
     row["ep"] = sum(sum(d in gold for d in ds) / len(ds) for ds in per_unit) / n if n else math.nan
     row["hit"] = float(covered == gold)
+    for k in recall_ks: row[f"recall@{k}"] = passage_recall(pack, instance, int(k))
     return row
 
 # %% ../../nbs/06_metrics.ipynb #d27e37bb
@@ -54,16 +69,18 @@ def add_fan_in_bin(df: pd.DataFrame, bins) -> pd.DataFrame:
 
 
 def aggregate(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    "Mean ER / EP / hit and pack size per group (NaNs skipped and counted), questions per group."
+    "Mean ER / EP / hit (and any `recall@k`) and pack size per group (NaNs skipped and counted), questions per group."
     by = list(by)
+    recall = sorted((c for c in df.columns if c.startswith("recall@")), key=lambda c: int(c.split("@")[1]))
     def agg(g):
         return pd.Series({"questions": len(g), "er": g.er.mean(), "ep": g.ep.mean(), "hit": g.hit.mean(),
                           "n_ep": int(g.ep.notna().sum()), "n_no_gold": int(g.er.isna().sum()),
-                          "pack_units": g.pack_units.mean(), "pack_chars": g.pack_chars.mean(), "pack_docs": g.pack_docs.mean()})
-    if df.empty: return pd.DataFrame(columns=by + METRIC_COLUMNS)
-    out = df.groupby(by, sort=True, dropna=False)[["er", "ep", "hit", "pack_units", "pack_chars", "pack_docs"]].apply(agg).reset_index()
+                          "pack_units": g.pack_units.mean(), "pack_chars": g.pack_chars.mean(), "pack_docs": g.pack_docs.mean(),
+                          **{c: g[c].mean() for c in recall}})
+    if df.empty: return pd.DataFrame(columns=by + METRIC_COLUMNS + recall)
+    out = df.groupby(by, sort=True, dropna=False)[["er", "ep", "hit", "pack_units", "pack_chars", "pack_docs", *recall]].apply(agg).reset_index()
     for c in ["questions", "n_ep", "n_no_gold"]: out[c] = out[c].astype(int)
-    return out[by + METRIC_COLUMNS]
+    return out[by + METRIC_COLUMNS + recall]
 
 
 def fan_in_tables(df: pd.DataFrame, bins) -> dict[str, pd.DataFrame]:

@@ -185,7 +185,7 @@ def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
     for inst in ds.instances():
         if inst.domain not in known: known[inst.domain] = set(ds.corpus(inst.domain).ids)
         if inst.id in packs:
-            rows.append({**evidence_metrics(packs[inst.id], inst, known[inst.domain]), "status": "ok",
+            rows.append({**evidence_metrics(packs[inst.id], inst, known[inst.domain], getattr(ds, "recall_ks", ())), "status": "ok",
                          "retrieve_ms": packs[inst.id].cost.get("retrieve_ms", np.nan), "error": ""})
         else:
             rows.append({"instance_id": inst.id, "system": cfg.system.name, "domain": inst.domain, "qtype": inst.qtype,

@@ -1,0 +1,95 @@
+"""HippoRAG's dataset layout (NAME.json + NAME_corpus.json) as a lab dataset: the hand-written fixture in both shapes (MuSiQue's
+`paragraphs` with a list corpus, HotpotQA's `supporting_facts` with a title -> sentences corpus), bad input stopped before work
+with file, record, field and fix, the real training samples beside the checkout, and passage Recall@k through the pipeline."""
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fanin.config import ConfigError
+from fanin.hipporag_format import HippoRAGFormat
+from fanin.schema import DataError, dataset_gaps
+
+ROOT = Path(__file__).resolve().parents[1]
+FX = ROOT / "tests" / "fixtures" / "hipporag_tiny"
+SAMPLES = ROOT.parent / "shared" / "data" / "hipporag_samples"
+
+
+def test_the_fixture_in_both_shapes():
+    ds = HippoRAGFormat(FX)
+    assert not dataset_gaps(ds) and ds.domains == ["tinyhotpot", "tinymusique"] and ds.broad_qtypes == frozenset()
+    mu = {i.id: i for i in ds.instances("tinymusique")}
+    assert mu["tinymusique/2hop__1_2"].gold_docs == ["Harbor Lighthouse", "Mara Voss"] and mu["tinymusique/2hop__1_2"].fan_in == 2
+    assert mu["tinymusique/3hop1__3_4_5"].gold_docs == ["Harbor Lighthouse", "Mara Voss", "Kelden #1"]   # a repeated title: numbered
+    assert {d.id for d in ds.corpus("tinymusique")} >= {"Kelden #1", "Kelden #2"} and len(ds.corpus("tinymusique")) == 6
+    assert [i.qtype for i in ds.instances("tinymusique")] == ["2hop", "3hop1"]
+    hp = ds.instances("tinyhotpot")
+    assert [i.gold_docs for i in hp] == [["Grey Sea", "Tallin Bay"], ["Tallin Bay", "Ada Tallin"]] and {i.qtype for i in hp} == {"bridge", "comparison"}
+    assert ds.corpus("tinyhotpot")["Grey Sea"].text == "The Grey Sea is a cold inland sea. Its largest port is Tallin Bay."
+    by_title = HippoRAGFormat(FX, domains=["tinymusique"], unit="title")
+    assert len(by_title.corpus("tinymusique")) == 5 and "Kelden" in by_title.corpus("tinymusique")
+    assert by_title.instances()[1].gold_docs[-1] == "Kelden"
+
+
+def _broken(tmp_path, edit):
+    d = tmp_path / "data"
+    shutil.copytree(FX, d)
+    q = json.loads((d / "tinymusique.json").read_text())
+    edit(q)
+    (d / "tinymusique.json").write_text(json.dumps(q))
+    with pytest.raises(DataError) as e:
+        HippoRAGFormat(d)
+    return e.value
+
+
+def test_bad_records_stop_before_work_naming_file_record_and_field(tmp_path):
+    def edit(q):
+        q[0]["question"] = ""                                             # empty field
+        q[1]["paragraphs"][2]["paragraph_text"] = "a passage the corpus lacks"   # a gold passage not in the corpus
+    err = _broken(tmp_path, edit)
+    got = {(Path(p.path).name, p.line, p.field) for p in err.problems}
+    assert got == {("tinymusique.json", 1, "question"), ("tinymusique.json", 2, "paragraphs[2]")}
+    assert "tinymusique_corpus.json" in str(err)   # the fix names the corpus file the passage was looked for in
+    err = _broken(tmp_path / "b", lambda q: q[0]["paragraphs"][0].update(is_supporting="yes"))
+    assert [(p.line, p.field) for p in err.problems] == [(1, "paragraphs[0]")]
+    err = _broken(tmp_path / "c", lambda q: q.append(dict(q[0])))          # a duplicated question id
+    assert [(p.line, p.field) for p in err.problems] == [(3, "id")]
+    err = _broken(tmp_path / "d", lambda q: [p.update(is_supporting=False) for p in q[0]["paragraphs"]])
+    assert [(p.line, p.field) for p in err.problems] == [(1, "paragraphs")]
+
+
+def test_bad_files_and_settings_say_what_to_do(tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(FX, d)
+    (d / "tinyhotpot_corpus.json").write_text('{"Grey Sea": ["cut')
+    with pytest.raises(DataError, match=r"tinyhotpot_corpus.json, line 1: field '<json>'"):
+        HippoRAGFormat(d)
+    with pytest.raises(ConfigError, match="no NAME.json beside a NAME_corpus.json"):
+        HippoRAGFormat(tmp_path)
+    with pytest.raises(ConfigError, match=r"dataset.domains: \['nope'\]"):
+        HippoRAGFormat(FX, domains=["nope"])
+    with pytest.raises(ConfigError, match="dataset.unit"):
+        HippoRAGFormat(FX, unit="page")
+
+
+def test_the_real_samples_load_as_their_provenance_says():
+    if not SAMPLES.is_dir(): pytest.fail(f"the HippoRAG-format samples are expected at {SAMPLES} (../shared beside the checkout)")
+    ds = HippoRAGFormat(SAMPLES)
+    mu, hp = ds.instances("musique_train"), ds.instances("hotpotqa_train")
+    assert len(mu) == len(hp) == 100 and len(ds.corpus("musique_train")) == 1890 and len(ds.corpus("hotpotqa_train")) == 994
+    assert {n: sum(i.fan_in == n for i in mu) for n in (2, 3, 4)} == {2: 68, 3: 27, 4: 5}
+    assert all(i.fan_in == 2 for i in hp) and sum(i.qtype == "bridge" for i in hp) == 78
+    assert all(d in ds.corpus(i.domain) for i in ds.instances() for d in i.gold_docs)
+
+
+def test_passage_recall_through_the_pipeline(tmp_path):
+    from fanin.pipeline import run
+    (folder,) = run([f"dataset=hipporag", f"dataset.root={FX}", "system=bm25", f"paths.outputs={tmp_path}", "progress=false",
+                     "experiment_name=t", "k=5"])
+    m = pd.read_csv(folder / "metrics.csv")
+    assert {"recall@2", "recall@5"} <= set(m.columns) and len(m) == 4 and (m.status == "ok").all()
+    assert (m["recall@2"] <= m["recall@5"]).all() and (m["recall@5"] <= m.er + 1e-9).all()
+    t = pd.read_csv(folder / "tables" / "by_fan_in_bin.csv")
+    assert {"recall@2", "recall@5"} <= set(t.columns)
