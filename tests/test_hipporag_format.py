@@ -27,7 +27,8 @@ def test_the_fixture_in_both_shapes():
     assert [i.qtype for i in ds.instances("tinymusique")] == ["2hop", "3hop1"]
     hp = ds.instances("tinyhotpot")
     assert [i.gold_docs for i in hp] == [["Grey Sea", "Tallin Bay"], ["Tallin Bay", "Ada Tallin"]] and {i.qtype for i in hp} == {"bridge", "comparison"}
-    assert ds.corpus("tinyhotpot")["Grey Sea"].text == "The Grey Sea is a cold inland sea. Its largest port is Tallin Bay."
+    assert ds.corpus("tinyhotpot")["Grey Sea"].text == "Grey Sea\nThe Grey Sea is a cold inland sea. Its largest port is Tallin Bay."
+    assert HippoRAGFormat(FX, title_in_text=False).corpus("tinyhotpot")["Grey Sea"].text.startswith("The Grey Sea")
     by_title = HippoRAGFormat(FX, domains=["tinymusique"], unit="title")
     assert len(by_title.corpus("tinymusique")) == 5 and "Kelden" in by_title.corpus("tinymusique")
     assert by_title.instances()[1].gold_docs[-1] == "Kelden"

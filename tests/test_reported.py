@@ -28,6 +28,7 @@ EXPECTED_ROWS = {
     "graphrag_bench_table10": 60, "graphrag_bench_table11": 120, "graphrag_bench_table12": 108, "graphrag_bench_table13": 216,
     "graphrag_bench_table14": 12,
     "graal_table1": 12, "graal_table2": 3, "graal_table3": 9, "graal_fig2": 1,
+    "hipporag_table2": 30, "hipporag2_table3": 9,
 }
 
 

@@ -21,8 +21,8 @@ from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
            'table_config', 'table_overrides', 'run_table', 'question_domains', 'cost_table', 'costs', 'spacy_version',
            'graal_table1', 'estimator_table', 'routing', 'paradigms', 'embedding_cache_table', 'embedding_cache',
-           'graphrag_bench_scores', 'sweep_overrides', 'topk_frame', 'topk', 'reader_judge_ablation', 'topk_answers',
-           'authtrace_lens']
+           'graphrag_bench_scores', 'passage_recall_table', 'sweep_overrides', 'topk_frame', 'topk',
+           'reader_judge_ablation', 'topk_answers', 'authtrace_lens']
 
 # %% ../../nbs/35_experiments.ipynb #ex04
 def planned_runs(overrides) -> list[Path]:
@@ -332,6 +332,25 @@ def graphrag_bench_scores(overrides) -> Table:
     t = answer_table(df, ["system", "qtype"])
     keep = ["system", "qtype", "questions", "judged", "missing", "accuracy", "r", "ar", "truncated_share", "tokens_shown_share"]
     return Table(t[[c for c in keep if c in t]], "GraphRAG-Bench scores: " + answer_setting_line(folders))
+
+# %% ../../nbs/35_experiments.ipynb #a5892bed
+def passage_recall_table(overrides) -> Table:
+    """Driver: ER, EP, hit and the dataset's passage Recall@k (e.g. HippoRAG's @2 and @5) per system, domain and fan-in bin (and
+    `all`) of an experiment's runs, from each run's per-question metrics."""
+    from fanin.lab_report import manifests, setting_line
+    from fanin.metrics import add_fan_in_bin, aggregate
+    overrides = list(overrides)
+    cfg = compose(overrides)
+    folders = finished_runs(overrides)
+    df = pd.concat([pd.read_csv(f / "metrics.csv") for f in folders], ignore_index=True)
+    df = add_fan_in_bin(df[df.status == "ok"], cfg.fan_in_bins)
+    if not any(c.startswith("recall@") for c in df.columns):
+        raise ConfigError("these runs have no recall@k columns: the dataset declares no `recall_ks` (HippoRAG's layout does: dataset=hipporag)")
+    t = pd.concat([aggregate(df, ["system", "domain", "fan_in_bin"]), aggregate(df.assign(fan_in_bin="all"), ["system", "domain", "fan_in_bin"])])
+    order = {b["name"]: i for i, b in enumerate(cfg.fan_in_bins)}
+    t = t.sort_values(["domain", "system", "fan_in_bin"], key=lambda s: s.map(order).fillna(99) if s.name == "fan_in_bin" else s)
+    keep = ["domain", "system", "fan_in_bin", "questions", "er", "ep", "hit"] + [c for c in t.columns if c.startswith("recall@")]
+    return Table(t[keep].reset_index(drop=True), "passage recall: " + setting_line(manifests(folders)))
 
 # %% ../../nbs/35_experiments.ipynb #ex26
 def sweep_overrides(overrides) -> list[str]:

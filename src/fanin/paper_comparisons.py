@@ -17,7 +17,7 @@ import pandas as pd
 
 from .config import resolve_path
 from .lab_report import markdown_table, write_table
-from .papers import PAPERS, load_reported, select
+from .papers import PAPERS, load_reported, parse_setting, select
 from .paper_checks import CHECKS, consistency, consistency_summary
 from .paper_figures import reported_figures
 
@@ -110,6 +110,15 @@ def compare(spec: dict, rep: pd.DataFrame, name: str = "") -> tuple[pd.DataFrame
     lab, lab_setting = read_lab_table(path)
     R = select(rep[(rep.paper == spec["paper"]) & (rep.table == spec["table"])], **(spec.get("reported_where") or {}))
     rows = []
+    # `comparable_when_data`: {reported dataset: [`file:blob` ids]}: a cell is comparable when the lab's table was made from exactly
+    # the files the paper evaluated (its setting line names each file's git blob id), e.g. HippoRAG's released evaluation samples
+    need = spec.get("comparable_when_data") or {}
+    def comparable(pairs) -> tuple[bool, str]:
+        if spec.get("comparable", False): return True, spec.get("reason", "")
+        ids = need.get(pairs.get("dataset"), [])
+        if ids and all(i in lab_setting for i in ids):
+            return True, f"the paper's evaluation files ({', '.join(ids)}), measured the same way; " + spec.get("comparable_note", "")
+        return False, spec.get("reason", "")
     for system, method, metric, pairs, val, unit in _lab_cells(spec, lab):
         hit = select(R, method=method, metric=metric, **pairs)
         for r in hit.itertuples():
@@ -121,7 +130,7 @@ def compare(spec: dict, rep: pd.DataFrame, name: str = "") -> tuple[pd.DataFrame
             rows.append({"comparison": name, "paper": r.paper, "table": r.table, "method": r.method, "setting": r.setting,
                          "metric": metric, "unit": r.unit, "reported": r.value, "lab_system": system, "lab": v,
                          "difference": v - r.value if np.isfinite(r.value) else math.nan,
-                         "comparable": bool(spec.get("comparable", False)), "reason": spec.get("reason", "")})
+                         **dict(zip(("comparable", "reason"), comparable(parse_setting(r.setting))))})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS), lab_setting
 
 
