@@ -94,3 +94,22 @@ def test_passage_recall_through_the_pipeline(tmp_path):
     assert (m["recall@2"] <= m["recall@5"]).all() and (m["recall@5"] <= m.er + 1e-9).all()
     t = pd.read_csv(folder / "tables" / "by_fan_in_bin.csv")
     assert {"recall@2", "recall@5"} <= set(t.columns)
+
+
+def test_a_recall_row_is_comparable_only_on_the_papers_evaluation_files(tmp_path):
+    """The HippoRAG comparison marks a row comparable only when the lab's table names the released evaluation files' git blob ids
+    (its data snapshot); the training samples' table is not comparable and says why."""
+    import yaml
+    from fanin.papers import load_reported
+    from fanin.paper_comparisons import compare
+    spec = yaml.safe_load((ROOT / "configs" / "reproduction" / "hipporag_table2_recall.yaml").read_text())
+    rows = "domain,system,fan_in_bin,questions,er,ep,hit,recall@2,recall@5\nmusique,bm25,all,1000,0.5,0.2,0.1,0.33,0.42\n"
+    rep = load_reported("hipporag")
+    for data, expect in (("musique.json:fc0fcba0,musique_corpus.json:01ebb7c8", True), ("musique.json:0123abcd,musique_corpus.json:01ebb7c8", False)):
+        lab = tmp_path / f"{expect}.csv"
+        lab.write_text(f"# setting: passage recall: data=hipporag@{data} (qa x, 1 domains, clean=False); systems=bm25@x\n" + rows)
+        cells, _ = compare({**spec, "lab_table": str(lab)}, rep, "t")
+        assert len(cells) == 2 and set(cells.method) == {"BM25"} and set(cells.setting) == {"dataset=musique"}
+        assert cells.comparable.tolist() == [expect, expect]
+        assert sorted(cells.lab.round(1)) == [33.0, 42.0] and sorted(cells.reported) == [32.3, 41.2]
+        assert ("evaluation files" in cells.reason.iloc[0]) if expect else ("training samples" in cells.reason.iloc[0])
