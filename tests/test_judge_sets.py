@@ -1,0 +1,113 @@
+"""The two hand-labelled judge sets in data/judge_meta: `cases.jsonl` (the tuning set) and `frozen_cases.jsonl` (the held-out
+set). Both load, carry 12 rows of each of the nine kinds with the kind's label, share no id and no question, quote their
+questions, references and statements unchanged from WildGraphBench, and the held-out file still has the checksum its
+README states."""
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fanin.judges import load_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+META = ROOT / "data" / "judge_meta"
+TUNING, FROZEN = META / "cases.jsonl", META / "frozen_cases.jsonl"
+KIND_LABEL = {"correct": 1, "paraphrase": 1, "padded": 1, "partial": 0, "wrong": 0, "empty": 0,
+              "repeat_question": 0, "refusal": 0, "copied_example": 0}
+PREFIX = {"single-fact": "sf", "multi-fact": "mf", "summary": "sum"}
+DATA_QTYPE = {"single-fact": "single-fact", "multi_fact": "multi-fact", "summary": "summary"}   # the data spells it multi_fact
+FROZEN_DOMAINS = {"single-fact": ["health", "people", "human_activities", "philosophy"],
+                  "multi-fact": ["technology", "religion", "society", "history"],
+                  "summary": ["culture", "geography", "nature", "mathematics"]}
+
+
+@pytest.fixture(scope="module")
+def sets():
+    return {"tuning": load_cases(TUNING), "frozen": load_cases(FROZEN)}
+
+
+def questions(rows):
+    "question -> (qtype, question number from the id), in id order."
+    out = {}
+    for r in rows:
+        n = int(r["id"].split("-")[-2])
+        out.setdefault(r["question"], (r["qtype"], n))
+    return out
+
+
+def test_each_set_has_twelve_rows_of_each_kind_with_the_kinds_label(sets):
+    for name, rows in sets.items():
+        assert len(rows) == 108, name
+        assert Counter(r["kind"] for r in rows) == {k: 12 for k in KIND_LABEL}, name
+        assert Counter(r["qtype"] for r in rows) == {q: 36 for q in PREFIX}, name
+        assert Counter(r["label"] for r in rows) == {1: 36, 0: 72}, name
+        bad = [r["id"] for r in rows if r["label"] != KIND_LABEL[r["kind"]]]
+        assert not bad, f"{name}: label does not follow the kind in {bad}"
+        assert all(r["note"].strip() for r in rows), f"{name}: every row says why its label is what it is"
+
+
+def test_ids_follow_the_pattern_and_each_question_has_nine_kinds(sets):
+    for name, rows in sets.items():
+        lead = "fz-" if name == "frozen" else ""
+        ids = [r["id"] for r in rows]
+        assert len(set(ids)) == len(ids), f"{name}: duplicate ids"
+        by_question = {}
+        for r in rows:
+            assert r["id"] == f"{lead}{PREFIX[r['qtype']]}-{r['id'].split('-')[-2]}-{r['kind']}", r["id"]
+            by_question.setdefault(r["id"].rsplit("-", 1)[0], []).append(r)
+        assert sorted(by_question) == sorted(f"{lead}{p}-{n}" for p in PREFIX.values() for n in range(1, 5)), name
+        for key, group in by_question.items():
+            assert {r["kind"] for r in group} == set(KIND_LABEL), key
+            assert len({(r["question"], r["reference"], tuple(r["statements"])) for r in group}) == 1, f"{key}: one question per id"
+
+
+def test_the_sets_share_no_id_no_question_and_no_placeholder(sets):
+    t, f = sets["tuning"], sets["frozen"]
+    assert not {r["id"] for r in t} & {r["id"] for r in f}
+    assert not set(questions(t)) & set(questions(f))
+    copied = lambda rows: {r["answer"].strip().lower() for r in rows if r["kind"] == "copied_example"}
+    assert len(copied(t)) == 12 and len(copied(f)) == 12 and not copied(t) & copied(f)
+
+
+def test_questions_references_and_statements_are_quoted_from_wildgraphbench(sets):
+    from fanin.wildgraphbench import default_root
+    qa = default_root() / "QA"
+    if not qa.is_dir():
+        pytest.skip(f"the WildGraphBench QA files are expected at {qa} (../shared/data/wildgraphbench beside the checkout)")
+    source = {}   # question -> (domain, data row)
+    for path in sorted(qa.glob("*/questions.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                source[row["question"]] = (path.parent.name, row)
+    domains = {}
+    for name, rows in sets.items():
+        for r in rows:
+            assert r["question"] in source, f"{name} {r['id']}: question not in {qa}"
+            domain, row = source[r["question"]]
+            assert DATA_QTYPE[row["question_type"][0]] == r["qtype"], r["id"]
+            if r["qtype"] == "summary":
+                assert r["statements"] == row["gold_statements"], f"{r['id']}: statements are the row's gold_statements"
+                assert r["reference"] == " ".join(row["gold_statements"]), r["id"]
+            else:
+                assert r["statements"] == [] and r["reference"] == row["answer"], f"{r['id']}: reference is the row's answer"
+        domains[name] = {q: (domain_of, qtype, n) for q, (qtype, n) in questions(rows).items()
+                         for domain_of in [source[q][0]]}
+    for name in sets:   # one question per domain in each set, all 12 domains
+        assert sorted(d for d, _, _ in domains[name].values()) == sorted(p.parent.name for p in qa.glob("*/questions.jsonl"))
+    frozen = {(qtype, n): d for d, qtype, n in domains["frozen"].values()}
+    assert frozen == {(q, i + 1): d for q, ds in FROZEN_DOMAINS.items() for i, d in enumerate(ds)}
+    tuning_type = {d: qtype for d, qtype, _ in domains["tuning"].values()}
+    assert all(tuning_type[d] != qtype for d, qtype, _ in domains["frozen"].values()), "each domain gives the frozen set another type"
+
+
+def test_frozen_set_matches_the_checksum_in_its_readme():
+    readme = (META / "README.md").read_text(encoding="utf-8")
+    stated = re.findall(r"\b([0-9a-f]{64})\s+data/judge_meta/frozen_cases\.jsonl", readme)
+    assert len(stated) == 1, "the README states frozen_cases.jsonl's sha256 once"
+    actual = hashlib.sha256(FROZEN.read_bytes()).hexdigest()
+    assert actual == stated[0], ("data/judge_meta/frozen_cases.jsonl differs from the checksum in data/judge_meta/README.md: "
+                                 "the held-out set is frozen; write a new file instead of editing it")
