@@ -23,12 +23,13 @@ from .text import lexical_tokens
 from .config import config_hash, repo_root, resolve_path
 
 # %% auto #0
-__all__ = ['ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'CASE_QTYPES', 'DEFAULT_CASES', 'normalize_answer', 'exact_match',
-           'token_f1', 'containment', 'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic',
+__all__ = ['WGB_LLM_DEPARTURES', 'ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'DEGENERATE_KINDS', 'CASE_QTYPES', 'DEFAULT_CASES',
+           'DEFAULT_FROZEN_CASES', 'MIN_ACCURACY', 'MIN_KAPPA', 'normalize_answer', 'exact_match', 'token_f1',
+           'containment', 'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic',
            'summary_aggregate', 'parse_choices', 'gb_choice_accuracy', 'gb_multi_select_accuracy', 'gb_ar', 'sentences',
            'degenerate_answer', 'Judge', 'ProxyJudge', 'WildGraphBenchJudge', 'AnswerCorrectnessJudge',
            'GraphRAGBenchJudge', 'numbers', 'novel_part', 'fact_support', 'KeyFactJudge', 'answer_table', 'load_cases',
-           'judge_check', 'judge_agreement', 'agreement_label']
+           'judge_check', 'meets_bar', 'judge_agreement', 'agreement_label']
 
 # %% ../../nbs/13_judges.ipynb #87464409
 def normalize_answer(s: str) -> str:
@@ -177,13 +178,24 @@ class Judge:
     "Base: scores one answer; failures become status=failed rows with the reason. `verdict` reads a judgment as correct (1) or not (0)."
     name, kind = "judge", "proxy"
     needs_rationale = False
-    cases: str | None = None   # the labelled cases its agreement is measured on (None: data/judge_meta/cases.jsonl)
+    cases: str | None = None          # its tuning set of labelled cases (None: the lab's, data/judge_meta/cases.jsonl)
+    frozen_cases: str | None = None   # its frozen (held-out) set; None: the lab's frozen set when it uses the lab's tuning set
 
     def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
 
     def cases_path(self, cases=None):
-        "The labelled cases to check it on: `cases` when given, else its own set, else the lab's (data/judge_meta/cases.jsonl)."
+        "The labelled cases to tune it on: `cases` when given, else its own set, else the lab's (data/judge_meta/cases.jsonl)."
         return resolve_path(cases or self.cases or DEFAULT_CASES)
+
+    def case_sets(self, cases=None) -> dict:
+        """The labelled sets it is checked on, by name: `{"cases": <file>}` when a file is given; else `tuning` (its own set
+        or the lab's) and `frozen` (its declared frozen set, or the lab's when it uses the lab's tuning set), the frozen set
+        only when its file exists. A judge with its own `cases` and no `frozen_cases` has no frozen set."""
+        if cases: return {"cases": resolve_path(cases)}
+        frozen = self.frozen_cases or (DEFAULT_FROZEN_CASES if self.cases is None else None)
+        sets = {"tuning": self.cases_path()}
+        if frozen and resolve_path(frozen).exists(): sets["frozen"] = resolve_path(frozen)
+        return sets
 
     def verdict(self, inst: Instance, j: Judgment) -> float:
         "1.0 correct / 0.0 wrong under this judge's own scale, NaN for a failed judgment (never 0)."
@@ -245,8 +257,30 @@ class ProxyJudge(Judge):
                 {"missing_numbers": missing})
 
 
+WGB_LLM_DEPARTURES = (
+    "statements split from the answer alone, no cap, no de-duplication (eval.py: with the question, at most 20, duplicates removed)",
+    "recall matches gold statements to answer statements (eval.py: each gold statement against the whole answer text)",
+    "precision matches answer statements to gold statements (eval.py: against the gold answer paragraph, absent from the "
+    "released summary records, so its precision is 0 there)",
+    "no answer statements: P undefined, R = F1 = 0 (eval.py: P = R = F1 = 0)",
+    "a summary is correct when R >= 50 (eval.py: only when P = R = 1)",
+    "a failed call is recorded, never scored (eval.py: 0)",
+    "an empty answer goes to the model (eval.py: 0 without a call)")
+
+
 class WildGraphBenchJudge(Judge):
-    "LLM judge: single-/multi-fact accuracy (binary equivalence) and summary statement P / R / F1 (extract, then match)."
+    """LLM judge, the lab's reading of WildGraphBench's answer metrics: single-/multi-fact accuracy (binary equivalence, a
+    partial answer is wrong — as the benchmark's released evaluator) and summary statement P / R / F1 (extract the answer's
+    statements, then match them to the gold statements). Where it departs from the released evaluator (`tools/eval.py`,
+    whose rules `fanin.wgb_eval` applies as they are; listed on its setting card as `departs_from`):
+    - statements are split from the answer alone, with no cap and no de-duplication (eval.py gives the question, keeps at
+      most 20 and removes duplicates);
+    - recall matches gold statements to answer statements (eval.py checks each gold statement against the whole answer);
+    - precision matches answer statements to gold statements (eval.py checks them against the gold answer paragraph, which
+      the released summary records lack: there its precision is always 0);
+    - an answer with no statements has P undefined and R = F1 = 0 (eval.py: P = R = F1 = 0);
+    - a summary counts as correct when R >= 50 (eval.py: only when P = R = 1);
+    - a failed call is recorded and never scored (eval.py scores it 0); an empty answer goes to the model (eval.py: 0)."""
     kind = "llm"
 
     def __init__(self, name: str = "wgb_llm", fact_prompt="judge_fact", extract_prompt="judge_statements",
@@ -254,7 +288,9 @@ class WildGraphBenchJudge(Judge):
         self.name, self.max_tokens = name, max_tokens
         self.fact, self.extract, self.match = load_prompt(fact_prompt), load_prompt(extract_prompt), load_prompt(match_prompt)
 
-    def setting(self): return {**super().setting(), "prompts": [self.fact.id, self.extract.id, self.match.id]}
+    def setting(self):
+        return {**super().setting(), "prompts": [self.fact.id, self.extract.id, self.match.id],
+                "departs_from": "WildGraphBench tools/eval.py (fanin eval-wgb applies it): " + "; ".join(WGB_LLM_DEPARTURES)}
 
     def verdict(self, inst, j):
         if j.status != "ok": return math.nan
@@ -469,6 +505,9 @@ def answer_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 # %% ../../nbs/13_judges.ipynb #jccode01
 CASE_FIELDS = ("id", "qtype", "question", "reference", "statements", "answer", "label")
+# answers that say nothing: every false positive on them is counted; `copied_example` (an answer that copies a prompt's example
+# text, in the frozen set) is counted too where a set has it
+DEGENERATE_KINDS = ("empty", "repeat_question", "refusal")
 CASE_QTYPES = ("single-fact", "multi-fact", "summary", "FB", "MC", "MS", "TF", "OE")   # WildGraphBench's and GraphRAG-Bench's types
 
 
@@ -511,33 +550,66 @@ def judge_check(judge: Judge, cases: list[dict], llm: LLM | None = None) -> tupl
     agree = (df.verdict == df.label)
     kappa = float(cohen_kappa_score(ok.label, ok.verdict.astype(int))) if len(ok) and ok.label.nunique() > 1 else math.nan
     by_kind = {k: round(float(g.mean()), 3) for k, g in agree.groupby(df.kind)} if "kind" in df else {}
-    false_pos = {k: int(((df.kind == k) & (df.verdict == 1) & (df.label == 0)).sum()) for k in ("empty", "repeat_question", "refusal")}
+    kinds = DEGENERATE_KINDS + tuple(k for k in ("copied_example",) if k in set(df.kind))
+    false_pos = {k: int(((df.kind == k) & (df.verdict == 1) & (df.label == 0)).sum()) for k in kinds}
     return df, {"n": len(df), "judged": int(len(ok)), "failed": int(len(df) - len(ok)), "accuracy": float(agree.mean()),
                 "kappa": kappa, "by_kind": by_kind, "false_positives_degenerate": false_pos}
 
 
-DEFAULT_CASES = "data/judge_meta/cases.jsonl"
+DEFAULT_CASES = "data/judge_meta/cases.jsonl"                 # the tuning set: judges and rules were adjusted on it
+DEFAULT_FROZEN_CASES = "data/judge_meta/frozen_cases.jsonl"   # the frozen set: written apart, never tuned on
+MIN_ACCURACY, MIN_KAPPA = 0.8, 0.6
 _AGREEMENT: dict[str, dict] = {}
 
 
-def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accuracy: float = 0.8) -> dict:
-    "The judge's measured agreement with the lab's labelled cases (computed once per judge x judge model x cases file)."
+def meets_bar(accuracy: float, kappa: float | None, min_accuracy: float = MIN_ACCURACY, min_kappa: float = MIN_KAPPA) -> bool:
+    """A validated judge agrees with the labels on at least `min_accuracy` of the cases AND beyond chance: Cohen's kappa at least
+    `min_kappa` (undefined kappa fails). Accuracy alone rewards a judge that always says "wrong" (0.625 on the lab's cases)."""
+    return accuracy >= min_accuracy and kappa is not None and kappa == kappa and kappa >= min_kappa
 
-    path = judge.cases_path(cases)
-    uses = llm if judge.kind == "llm" else None
+
+def _set_agreement(judge: Judge, uses: LLM | None, path: Path) -> dict:
+    "One labelled set's figures for a judge (computed once per judge x judge model x file version)."
     key = config_hash({"judge": judge.setting(), "llm": uses.setting() if uses else None, "cases": str(path),
                        "mtime": path.stat().st_mtime if path.exists() else None})
     if key not in _AGREEMENT:
         _, s = judge_check(judge, load_cases(path), uses)
         _AGREEMENT[key] = {"cases": str(path.name), "n": s["n"], "judged": s["judged"], "accuracy": round(s["accuracy"], 3),
-                           "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 3), "failed": s["failed"],
-                           "validated": s["accuracy"] >= min_accuracy, "min_accuracy": min_accuracy}
-    return _AGREEMENT[key]
+                           "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 3), "failed": s["failed"]}
+    return dict(_AGREEMENT[key])
+
+
+def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accuracy: float = MIN_ACCURACY,
+                    min_kappa: float = MIN_KAPPA) -> dict:
+    """The judge's measured agreement with labelled cases, for setting cards: every set it is checked on (`case_sets`: the
+    tuning set and, where its file exists, the frozen set) under `sets`; the top-level figures and the `validated` flag are
+    those of the frozen set when there is one (`validated_on`), else of the tuning set — a judge tuned on a set is
+    validated on the set it was not tuned on."""
+    uses = llm if judge.kind == "llm" else None
+    sets = {name: _set_agreement(judge, uses, path) for name, path in judge.case_sets(cases).items()}
+    on = "frozen" if "frozen" in sets else next(iter(sets))
+    a = sets[on]
+    return {**a, "validated": meets_bar(a["accuracy"], a["kappa"], min_accuracy, min_kappa), "min_accuracy": min_accuracy,
+            "min_kappa": min_kappa, "validated_on": on, "sets": sets}
+
+
+def _figures(a: dict) -> str:
+    s = f"acc {a['accuracy']:.2f}, kappa {a['kappa'] if a['kappa'] is not None else 'nan'} on {a['n']} labelled cases"
+    return s + (f" ({a['failed']} of them not judged: counted as disagreement)" if a.get("failed") else "")
 
 
 def agreement_label(a: dict | None) -> str:
-    "How a setting card states a judge's agreement: 'acc 0.91, kappa 0.81 on 96 labelled cases', flagged when below the bar."
+    """How a setting card states a judge's agreement: each labelled set's accuracy and kappa ('frozen set: acc 0.91, kappa 0.81 on
+    108 labelled cases; tuning set: ...'), the bar, and the set the validated flag follows; flagged when below the bar."""
     if not a: return "agreement not measured"
-    s = f"acc {a['accuracy']:.2f}, kappa {a['kappa'] if a['kappa'] is not None else 'nan'} on {a['n']} labelled cases"
-    if a.get("failed"): s += f" ({a['failed']} of them not judged: counted as disagreement)"
-    return s if a["validated"] else s + f" — BELOW {a['min_accuracy']:.2f}: not a validated judge"
+    sets = a.get("sets") or {}
+    if len(sets) > 1:
+        order = sorted(sets, key=lambda n: n != a.get("validated_on"))
+        s = "; ".join(f"{n} set: {_figures(sets[n])}" for n in order)
+    else: s = _figures(a)
+    on = f" on the {a['validated_on']} set" if len(sets) > 1 else ""
+    if "min_kappa" not in a:   # a record with no kappa floor: accuracy is its only bar
+        return s if a["validated"] else s + f" — BELOW {a['min_accuracy']:.2f}: not a validated judge"
+    bar = f"acc >= {a['min_accuracy']:.2f} and kappa >= {a['min_kappa']:.2f}{on}"
+    return s + f" (validated: {bar})" if a["validated"] else s + f" — BELOW {a['min_accuracy']:.2f} accuracy or " \
+        f"{a['min_kappa']:.2f} kappa{on}: not a validated judge"
