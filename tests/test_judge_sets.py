@@ -1,7 +1,7 @@
-"""The two hand-labelled judge sets in data/judge_meta: `cases.jsonl` (the tuning set) and `frozen_cases.jsonl` (the held-out
-set). Both load, carry 12 rows of each of the nine kinds with the kind's label, share no id and no question, quote their
-questions, references and statements unchanged from WildGraphBench, and the held-out file still has the checksum its
-README states."""
+"""The three hand-labelled judge sets in data/judge_meta: `cases.jsonl` (the tuning set), `frozen_cases.jsonl` (the held-out
+set) and `frozen2_cases.jsonl` (the final held-out set). Each loads and carries 12 rows of each of the nine kinds with the
+kind's label; no two share an id, a question or a copied_example string; all quote their questions, references and
+statements unchanged from WildGraphBench; and both held-out files still have the checksums their README states."""
 import hashlib
 import json
 import re
@@ -14,7 +14,7 @@ from fanin.judges import load_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 META = ROOT / "data" / "judge_meta"
-TUNING, FROZEN = META / "cases.jsonl", META / "frozen_cases.jsonl"
+TUNING, FROZEN, FROZEN2 = META / "cases.jsonl", META / "frozen_cases.jsonl", META / "frozen2_cases.jsonl"
 KIND_LABEL = {"correct": 1, "paraphrase": 1, "padded": 1, "partial": 0, "wrong": 0, "empty": 0,
               "repeat_question": 0, "refusal": 0, "copied_example": 0}
 PREFIX = {"single-fact": "sf", "multi-fact": "mf", "summary": "sum"}
@@ -22,11 +22,17 @@ DATA_QTYPE = {"single-fact": "single-fact", "multi_fact": "multi-fact", "summary
 FROZEN_DOMAINS = {"single-fact": ["health", "people", "human_activities", "philosophy"],
                   "multi-fact": ["technology", "religion", "society", "history"],
                   "summary": ["culture", "geography", "nature", "mathematics"]}
+FROZEN2_DOMAINS = {"single-fact": ["religion", "society", "history", "nature"],
+                   "multi-fact": ["culture", "geography", "mathematics", "technology"],
+                   "summary": ["health", "people", "human_activities", "philosophy"]}
+# nature has no multi-fact question, so in frozen2 it repeats its tuning type and technology repeats its frozen type
+FROZEN2_REPEATS = {"nature": "tuning", "technology": "frozen"}
+ID_LEAD = {"tuning": "", "frozen": "fz-", "frozen2": "f2-"}
 
 
 @pytest.fixture(scope="module")
 def sets():
-    return {"tuning": load_cases(TUNING), "frozen": load_cases(FROZEN)}
+    return {"tuning": load_cases(TUNING), "frozen": load_cases(FROZEN), "frozen2": load_cases(FROZEN2)}
 
 
 def questions(rows):
@@ -51,7 +57,7 @@ def test_each_set_has_twelve_rows_of_each_kind_with_the_kinds_label(sets):
 
 def test_ids_follow_the_pattern_and_each_question_has_nine_kinds(sets):
     for name, rows in sets.items():
-        lead = "fz-" if name == "frozen" else ""
+        lead = ID_LEAD[name]
         ids = [r["id"] for r in rows]
         assert len(set(ids)) == len(ids), f"{name}: duplicate ids"
         by_question = {}
@@ -65,11 +71,16 @@ def test_ids_follow_the_pattern_and_each_question_has_nine_kinds(sets):
 
 
 def test_the_sets_share_no_id_no_question_and_no_placeholder(sets):
-    t, f = sets["tuning"], sets["frozen"]
-    assert not {r["id"] for r in t} & {r["id"] for r in f}
-    assert not set(questions(t)) & set(questions(f))
     copied = lambda rows: {r["answer"].strip().lower() for r in rows if r["kind"] == "copied_example"}
-    assert len(copied(t)) == 12 and len(copied(f)) == 12 and not copied(t) & copied(f)
+    for name, rows in sets.items():
+        assert len(copied(rows)) == 12, f"{name}: twelve different copied_example strings"
+    names = list(sets)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            ra, rb = sets[a], sets[b]
+            assert not {r["id"] for r in ra} & {r["id"] for r in rb}, (a, b)
+            assert not set(questions(ra)) & set(questions(rb)), (a, b)
+            assert not copied(ra) & copied(rb), (a, b)
 
 
 def test_questions_references_and_statements_are_quoted_from_wildgraphbench(sets):
@@ -98,16 +109,21 @@ def test_questions_references_and_statements_are_quoted_from_wildgraphbench(sets
                          for domain_of in [source[q][0]]}
     for name in sets:   # one question per domain in each set, all 12 domains
         assert sorted(d for d, _, _ in domains[name].values()) == sorted(p.parent.name for p in qa.glob("*/questions.jsonl"))
-    frozen = {(qtype, n): d for d, qtype, n in domains["frozen"].values()}
-    assert frozen == {(q, i + 1): d for q, ds in FROZEN_DOMAINS.items() for i, d in enumerate(ds)}
-    tuning_type = {d: qtype for d, qtype, _ in domains["tuning"].values()}
-    assert all(tuning_type[d] != qtype for d, qtype, _ in domains["frozen"].values()), "each domain gives the frozen set another type"
+    for name, expected in [("frozen", FROZEN_DOMAINS), ("frozen2", FROZEN2_DOMAINS)]:
+        placed = {(qtype, n): d for d, qtype, n in domains[name].values()}
+        assert placed == {(q, i + 1): d for q, ds in expected.items() for i, d in enumerate(ds)}, name
+    type_in = {name: {d: qtype for d, qtype, _ in domains[name].values()} for name in sets}
+    assert all(type_in["tuning"][d] != qtype for d, qtype in type_in["frozen"].items()), "each domain gives the frozen set another type"
+    repeats = {d: earlier for d, qtype in type_in["frozen2"].items() for earlier in ("tuning", "frozen")
+               if type_in[earlier][d] == qtype}
+    assert repeats == FROZEN2_REPEATS, "frozen2 gives every other domain a type neither earlier set used for it"
 
 
-def test_frozen_set_matches_the_checksum_in_its_readme():
+@pytest.mark.parametrize("path", [FROZEN, FROZEN2], ids=lambda p: p.name)
+def test_frozen_sets_match_the_checksums_in_their_readme(path):
     readme = (META / "README.md").read_text(encoding="utf-8")
-    stated = re.findall(r"\b([0-9a-f]{64})\s+data/judge_meta/frozen_cases\.jsonl", readme)
-    assert len(stated) == 1, "the README states frozen_cases.jsonl's sha256 once"
-    actual = hashlib.sha256(FROZEN.read_bytes()).hexdigest()
-    assert actual == stated[0], ("data/judge_meta/frozen_cases.jsonl differs from the checksum in data/judge_meta/README.md: "
-                                 "the held-out set is frozen; write a new file instead of editing it")
+    stated = re.findall(r"\b([0-9a-f]{64})\s+data/judge_meta/" + re.escape(path.name) + r"\b", readme)
+    assert len(stated) == 1, f"the README states {path.name}'s sha256 once"
+    actual = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert actual == stated[0], (f"data/judge_meta/{path.name} differs from the checksum in data/judge_meta/README.md: "
+                                 "a held-out set is frozen; write a new file instead of editing it")
