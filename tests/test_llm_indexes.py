@@ -54,12 +54,15 @@ def test_raptor_builds_a_tree_whose_summaries_list_their_documents(llm, tmp_path
     assert again.texts == s.texts and again.stats()["loaded"]
 
 
-def test_summary_units_cover_all_their_documents_in_the_metrics():
+def test_summary_units_are_credited_with_the_documents_they_carry():
     from fanin.schema import Unit
-    inst = Instance(id="q", dataset="toy", query="q", qtype="multi-fact", gold_docs=["a", "b"], fan_in=2)
-    pack = Pack(instance_id="q", system="raptor", units=[Unit(doc_id="a", text="s", score=1, rank=1, meta={"doc_ids": ["a", "b", "c", "d"]})])
-    m = evidence_metrics(pack, inst)
-    assert m["er"] == 1.0 and m["ep"] == 0.5 and m["pack_docs"] == 4
+    inst = Instance(id="q", dataset="toy", query="q", qtype="multi-fact", gold_docs=["lennon", "paris"], fan_in=2)
+    text = "Paul McCartney and John Lennon wrote songs together in Liverpool. The Louvre in Paris holds the Mona Lisa."
+    pack = Pack(instance_id="q", system="raptor", units=[Unit(doc_id="lennon", text=text, score=1, rank=1,
+                                                               meta={"doc_ids": ["lennon", "liverpool", "paris", "rome"]})])
+    m = evidence_metrics(pack, inst, CORPUS)
+    assert (m["er"], m["ep"], m["pack_docs"]) == (1.0, 1.0, 2)                 # it carries lennon and paris, not the others
+    assert (m["er_cited"], m["ep_cited"], m["pack_docs_cited"]) == (1.0, 0.5, 4)
 
 
 def test_community_reports_and_local_and_global_search(llm, tmp_path):

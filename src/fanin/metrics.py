@@ -5,60 +5,128 @@
 # %% ../../nbs/06_metrics.ipynb #3f865aca
 from __future__ import annotations
 
+import functools
 import math
+import re
+from collections.abc import Mapping
 from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .schema import Instance, Pack
+from .schema import Corpus, Instance, Pack
 
 # %% auto #0
-__all__ = ['METRIC_COLUMNS', 'unit_docs', 'passage_recall', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
+__all__ = ['CARRY_NGRAM', 'CARRY_TOKENS', 'CARRY_SHARE', 'METRIC_COLUMNS', 'CITED_COLUMNS', 'doc_text', 'carried_tokens',
+           'carries', 'unit_docs', 'passage_recall', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
 
 # %% ../../nbs/06_metrics.ipynb #49e64f5a
-def unit_docs(u) -> list[str]:
-    "The documents a unit stands for: those a summary unit lists in `meta['doc_ids']`, else its own `doc_id`."
-    return list(u.meta.get("doc_ids") or [u.doc_id])
+CARRY_NGRAM, CARRY_TOKENS, CARRY_SHARE = 4, 8, 0.05   # the content rule's defaults (see above)
+_WORD = re.compile(r"\w+")
 
 
-def passage_recall(pack: Pack, instance: Instance, k: int) -> float:
+def _words(text: str) -> list[str]: return _WORD.findall(text.lower())
+
+
+def _hashes(words: list[str], n: int) -> np.ndarray:
+    return np.fromiter((hash(tuple(words[i:i + n])) for i in range(len(words) - n + 1)), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=512)
+def _doc_ngrams(text: str, n: int) -> np.ndarray:
+    "The distinct word n-grams of a document (as sorted hashes), memoised by text: a document cited by many units is read once."
+    return np.unique(_hashes(_words(text), n))
+
+
+def doc_text(doc) -> str:
+    "A document's text as a unit may quote it: title and text (the long-context slice prepends the title); a plain string as is."
+    return doc if isinstance(doc, str) else f"{doc.title}\n{doc.text}" if getattr(doc, "title", "") else doc.text
+
+
+def carried_tokens(text: str, doc: str, ngram: int = CARRY_NGRAM) -> tuple[int, int]:
+    """(tokens of `text` that lie in a word `ngram`-gram also found in `doc`, tokens of `text`): how much of a unit's text is
+    that document's wording. Words are lower-cased `\\w+` runs; a text that occurs verbatim in the document carries all its tokens."""
+    words = _words(text)
+    if not words: return 0, 0
+    if text.strip() in doc: return len(words), len(words)
+    if len(words) < ngram: return 0, len(words)
+    hit = np.isin(_hashes(words, ngram), _doc_ngrams(doc, ngram)).astype(np.int64)
+    covered = np.convolve(hit, np.ones(ngram, dtype=np.int64)) > 0   # token i lies in some matching n-gram starting at i-n+1..i
+    return int(covered.sum()), len(words)
+
+
+def carries(text: str, doc: str, ngram: int = CARRY_NGRAM, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> bool:
+    """Whether a unit's text carries a document's content: at least max(`min_tokens`, `min_share` x its tokens) of its tokens
+    are the document's wording (all of them for a unit shorter than `min_tokens`)."""
+    c, n = carried_tokens(text, doc, ngram)
+    return n > 0 and c >= min(n, max(min_tokens, min_share * n))
+
+
+def unit_docs(u, texts=None, ngram: int = CARRY_NGRAM, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> list[str]:
+    """The documents a unit is credited with. Without `texts`, those it cites: the ones a summary unit lists in
+    `meta['doc_ids']`, else its own `doc_id`. With `texts` (a `Corpus`, or a mapping doc id -> `Document` or text), only the
+    cited documents whose content it carries (`carries`); a cited document the mapping lacks is not carried."""
+    cited = list(u.meta.get("doc_ids") or [u.doc_id])
+    if texts is None: return cited
+    return [d for d in cited if d in texts and carries(u.text, doc_text(texts[d]), ngram, min_tokens, min_share)]
+
+
+def passage_recall(pack: Pack, instance: Instance, k: int, per_unit: list[list[str]] | None = None) -> float:
     """Recall@k as HippoRAG's papers report it: the share of the instance's gold documents (its supporting passages) among the
-    first `k` distinct documents of the pack, in rank order (a unit counts for every document it stands for). NaN without gold."""
+    first `k` distinct documents of the pack, in rank order. `per_unit`: the documents each unit is credited with
+    (`evidence_metrics` passes the content reading); without it, the documents each unit cites. NaN without gold."""
     gold = set(instance.gold_docs)
     if not gold: return math.nan
+    per_unit = per_unit if per_unit is not None else [unit_docs(u) for u in pack.units]
     top: list[str] = []
-    for u in pack.units:
-        for d in unit_docs(u):
+    for ds in per_unit:
+        for d in ds:
             if d not in top: top.append(d)
         if len(top) >= k: break
     return len(gold & set(top[:k])) / len(gold)
 
 
-def evidence_metrics(pack: Pack, instance: Instance, known_docs=None, recall_ks=()) -> dict:
-    """Document-level ER, EP, hit and pack size of one pack against one instance's gold documents; with `recall_ks`, also
-    `recall@k` (`passage_recall`) for each k (a dataset whose papers report it declares them, e.g. HippoRAG's layout: 2 and 5)."""
+def _has_texts(known_docs) -> bool: return isinstance(known_docs, (Mapping, Corpus))
+
+
+def evidence_metrics(pack: Pack, instance: Instance, known_docs=None, recall_ks=(), ngram: int = CARRY_NGRAM,
+                     min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> dict:
+    """Document-level ER, EP, hit and pack size of one pack against one instance's gold documents. `known_docs`: the corpus
+    (a `Corpus`, or a mapping doc id -> `Document` or text). `er` / `ep` / `hit` / `pack_docs` credit a unit with the cited
+    documents whose content it carries (`unit_docs` with `ngram`, `min_tokens`, `min_share`); `er_cited` / `ep_cited` /
+    `hit_cited` / `pack_docs_cited` credit every document it cites; `units_uncarried` counts the units that carry none.
+    With `recall_ks`, also `recall@k` (`passage_recall`, content reading) for each k (a dataset whose papers report it
+    declares them, e.g. HippoRAG's layout: 2 and 5). A bare set of ids (or None) gives no texts to measure and is refused."""
+    if not _has_texts(known_docs):
+        raise TypeError(f"evidence_metrics({instance.id!r}, {pack.system!r}): known_docs must map document ids to their texts "
+                        f"(the domain's Corpus, or {{doc_id: text}}) so a unit is credited only with documents it carries; "
+                        f"got {type(known_docs).__name__}")
     gold = set(instance.gold_docs)
-    per_unit = [unit_docs(u) for u in pack.units]
-    docs = [d for ds in per_unit for d in ds]
-    n = len(per_unit)
+    cited = [unit_docs(u) for u in pack.units]
+    carried = [unit_docs(u, known_docs, ngram, min_tokens, min_share) for u in pack.units]
+    n = len(cited)
     row = {"instance_id": instance.id, "system": pack.system, "domain": instance.domain, "qtype": instance.qtype,
            "fan_in": instance.fan_in, "pack_units": n, "pack_chars": sum(len(u.text) for u in pack.units),
-           "pack_docs": len(set(docs)),
-           "unknown_units": sum(1 for ds in per_unit if known_docs is not None and any(d not in known_docs for d in ds))}
+           "pack_docs": len({d for ds in carried for d in ds}), "pack_docs_cited": len({d for ds in cited for d in ds}),
+           "units_uncarried": sum(1 for ds in carried if not ds),
+           "unknown_units": sum(1 for ds in cited if any(d not in known_docs for d in ds))}
     if not gold:
-        row.update(er=math.nan, ep=math.nan, hit=math.nan, gold_covered=0, **{f"recall@{k}": math.nan for k in recall_ks})
+        row.update(er=math.nan, ep=math.nan, hit=math.nan, gold_covered=0, er_cited=math.nan, ep_cited=math.nan,
+                   hit_cited=math.nan, **{f"recall@{k}": math.nan for k in recall_ks})
         return row
-    covered = gold & set(docs)
-    row["gold_covered"] = len(covered)
-    row["er"] = len(covered) / len(gold)
-    row["ep"] = sum(sum(d in gold for d in ds) / len(ds) for ds in per_unit) / n if n else math.nan
-    row["hit"] = float(covered == gold)
-    for k in recall_ks: row[f"recall@{k}"] = passage_recall(pack, instance, int(k))
+    for sfx, per_unit in (("", carried), ("_cited", cited)):
+        covered = gold & {d for ds in per_unit for d in ds}
+        if not sfx: row["gold_covered"] = len(covered)
+        row["er" + sfx] = len(covered) / len(gold)
+        # a unit weighs 1 in EP: the share of its credited documents that are gold (0 when it carries none)
+        row["ep" + sfx] = sum(sum(d in gold for d in ds) / len(ds) if ds else 0.0 for ds in per_unit) / n if n else math.nan
+        row["hit" + sfx] = float(covered == gold)
+    for k in recall_ks: row[f"recall@{k}"] = passage_recall(pack, instance, int(k), carried)
     return row
 
 # %% ../../nbs/06_metrics.ipynb #d27e37bb
 METRIC_COLUMNS = ["questions", "er", "ep", "hit", "n_ep", "n_no_gold", "pack_units", "pack_chars", "pack_docs"]
+CITED_COLUMNS = ["er_cited", "ep_cited", "hit_cited"]   # the cited reading, beside the content reading (tables made before it lack them)
 
 
 def add_fan_in_bin(df: pd.DataFrame, bins) -> pd.DataFrame:
@@ -69,18 +137,19 @@ def add_fan_in_bin(df: pd.DataFrame, bins) -> pd.DataFrame:
 
 
 def aggregate(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    "Mean ER / EP / hit (and any `recall@k`) and pack size per group (NaNs skipped and counted), questions per group."
+    "Mean ER / EP / hit (and their cited reading, and any `recall@k`) and pack size per group (NaNs skipped and counted), questions per group."
     by = list(by)
     recall = sorted((c for c in df.columns if c.startswith("recall@")), key=lambda c: int(c.split("@")[1]))
+    cited = [c for c in CITED_COLUMNS if c in df.columns]
     def agg(g):
         return pd.Series({"questions": len(g), "er": g.er.mean(), "ep": g.ep.mean(), "hit": g.hit.mean(),
                           "n_ep": int(g.ep.notna().sum()), "n_no_gold": int(g.er.isna().sum()),
                           "pack_units": g.pack_units.mean(), "pack_chars": g.pack_chars.mean(), "pack_docs": g.pack_docs.mean(),
-                          **{c: g[c].mean() for c in recall}})
-    if df.empty: return pd.DataFrame(columns=by + METRIC_COLUMNS + recall)
-    out = df.groupby(by, sort=True, dropna=False)[["er", "ep", "hit", "pack_units", "pack_chars", "pack_docs", *recall]].apply(agg).reset_index()
+                          **{c: g[c].mean() for c in cited + recall}})
+    if df.empty: return pd.DataFrame(columns=by + METRIC_COLUMNS + recall + cited)
+    out = df.groupby(by, sort=True, dropna=False)[["er", "ep", "hit", "pack_units", "pack_chars", "pack_docs", *cited, *recall]].apply(agg).reset_index()
     for c in ["questions", "n_ep", "n_no_gold"]: out[c] = out[c].astype(int)
-    return out[by + METRIC_COLUMNS + recall]
+    return out[by + METRIC_COLUMNS + recall + cited]
 
 
 def fan_in_tables(df: pd.DataFrame, bins) -> dict[str, pd.DataFrame]:

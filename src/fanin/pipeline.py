@@ -183,7 +183,7 @@ def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
             if line.strip(): r = json.loads(line); failures[r["instance_id"]] = r["error"]
     rows, known = [], {}
     for inst in ds.instances():
-        if inst.domain not in known: known[inst.domain] = set(ds.corpus(inst.domain).ids)
+        if inst.domain not in known: known[inst.domain] = ds.corpus(inst.domain)  # texts: a unit is credited with what it carries
         if inst.id in packs:
             rows.append({**evidence_metrics(packs[inst.id], inst, known[inst.domain], getattr(ds, "recall_ks", ())), "status": "ok",
                          "retrieve_ms": packs[inst.id].cost.get("retrieve_ms", np.nan), "error": ""})
