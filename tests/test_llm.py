@@ -149,13 +149,14 @@ def test_answer_and_judge_stages_replay_with_zero_calls_and_keep_keys_out(tiny_o
 
 def test_llm_evidence_judge_records_each_decision_and_replays(server, tmp_path):
     from fanin.evidence import LLMEvidenceJudge
-    llm = _llm(server, tmp_path)
+    llm = _llm(server, tmp_path, context_tokens=server.n_ctx)  # the judge sizes its pack pieces by the context window
     judge = LLMEvidenceJudge(max_tokens=48)
     j = judge.judge(_pack(1), _inst(1), llm)
     assert j.status == "ok" and len(j.gold) == 1 and len(j.segments) == 1
     assert j.er in (0.0, 1.0) and j.ep in (0.0, 1.0) and llm.ledger.totals()["calls"] == 2  # one ER + one EP call
-    again = judge.judge(_pack(1), _inst(1), _llm(server, tmp_path))
-    assert again == j
-    dead = LLM(provider="embedded", model="m", base_url="http://127.0.0.1:9/v1", max_retries=0, cache_path=tmp_path / "other.sqlite")
+    again = judge.judge(_pack(1), _inst(1), _llm(server, tmp_path, context_tokens=server.n_ctx))
+    assert again == j and j.share_seen == 1.0 and j.pieces == 1
+    dead = LLM(provider="embedded", model="m", base_url="http://127.0.0.1:9/v1", max_retries=0, cache_path=tmp_path / "other.sqlite",
+               context_tokens=2048)
     failed = judge.judge(_pack(1), _inst(1), dead)
     assert failed.status == "failed" and failed.er is None and "Connection" in failed.error

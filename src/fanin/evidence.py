@@ -5,6 +5,7 @@
 # %% ../../nbs/15_evidence.ipynb #974d844e
 from __future__ import annotations
 
+import functools
 import math
 import re
 from difflib import SequenceMatcher
@@ -17,12 +18,12 @@ from .schema import Instance, Pack, _Record, gold_statements
 from .segment import Segment, normalise, segment_units
 
 # %% auto #0
-__all__ = ['EvidenceJudgment', 'pack_segments', 'EvidenceJudge', 'DocumentEvidenceJudge', 'overlap_spans', 'QuoteEvidenceJudge',
-           'gold_units', 'LLMEvidenceJudge']
+__all__ = ['EvidenceJudgment', 'pack_segments', 'seen', 'EvidenceJudge', 'DocumentEvidenceJudge', 'overlap_spans',
+           'QuoteEvidenceJudge', 'gold_units', 'pack_pieces', 'LLMEvidenceJudge']
 
 # %% ../../nbs/15_evidence.ipynb #683b6c4a
 class EvidenceJudgment(_Record):
-    "ER / EP of one pack under one evidence judge, with every decision behind them."
+    "ER / EP of one pack under one evidence judge, with every decision behind them and how much of the pack the judge saw."
     instance_id: str
     system: str
     judge: str
@@ -33,6 +34,14 @@ class EvidenceJudgment(_Record):
     n_gold: int = 0
     n_segments: int = 0
     segments_cut: int = 0
+    # what the judge saw of the pack's canonical segments (duplicates removed): segments and characters seen / in the pack,
+    # `share_seen` = chars_seen / chars_total (1.0: the whole pack); the LLM judge's ER shows the pack in `pieces` calls
+    segments_seen: int | None = None
+    chars_seen: int | None = None
+    chars_total: int | None = None
+    share_seen: float | None = None
+    pieces: int | None = None
+    pieces_cut: int | None = None   # pieces never shown because the judge's `max_pieces` cap applied
     gold: list[dict] = Field(default_factory=list)      # {"unit": i, "doc_id": ..., "covered": bool, ...}
     segments: list[dict] = Field(default_factory=list)  # {"i": i, "doc_id": ..., "supporting": bool, ...}
 
@@ -41,6 +50,16 @@ def pack_segments(pack: Pack, max_segments: int = 2000) -> tuple[list[Segment], 
     "The pack's canonical segments (unit order, duplicates removed, capped); returns (segments, how many were cut)."
     segs, info = segment_units(pack.units, max_segments)
     return segs, info["segments_cut"]
+
+
+def seen(pack: Pack, segs: list[Segment], shown_chars: int | None = None, shown_segments: int | None = None) -> dict:
+    """The `EvidenceJudgment` fields saying how much of the pack a judge saw: `segs` are the segments it judged (the capped
+    list), `shown_*` what it was shown when less (the LLM judge's pieces). The total is over all the pack's canonical segments."""
+    every, _ = segment_units(pack.units, max_segments=10**9)
+    total = sum(len(s.text) for s in every)
+    chars = sum(len(s.text) for s in segs) if shown_chars is None else shown_chars
+    return {"segments_seen": len(segs) if shown_segments is None else shown_segments, "chars_seen": chars, "chars_total": total,
+            "share_seen": round(chars / total, 6) if total else 1.0}
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -72,12 +91,11 @@ class DocumentEvidenceJudge(EvidenceJudge):
         docs = {s.doc_id for s in segs}
         g = [{"unit": i, "doc_id": d, "covered": d in docs} for i, d in enumerate(gold)]
         sd = [{"i": i, "doc_id": s.doc_id, "supporting": s.doc_id in set(gold)} for i, s in enumerate(segs)]
+        base = dict(instance_id=inst.id, system=pack.system, judge=self.name, n_segments=len(segs), segments_cut=cut, **seen(pack, segs))
         if not gold:
-            return EvidenceJudgment(instance_id=inst.id, system=pack.system, judge=self.name, status="failed",
-                                    error="no gold documents", n_segments=len(segs), segments_cut=cut)
-        return EvidenceJudgment(instance_id=inst.id, system=pack.system, judge=self.name,
-                                er=_ratio(sum(x["covered"] for x in g), len(g)), ep=_ratio(sum(x["supporting"] for x in sd), len(sd)),
-                                n_gold=len(g), n_segments=len(segs), segments_cut=cut, gold=g, segments=sd)
+            return EvidenceJudgment(**base, status="failed", error="no gold documents")
+        return EvidenceJudgment(**base, er=_ratio(sum(x["covered"] for x in g), len(g)), ep=_ratio(sum(x["supporting"] for x in sd), len(sd)),
+                                n_gold=len(g), gold=g, segments=sd)
 
 # %% ../../nbs/15_evidence.ipynb #981f319b
 def overlap_spans(quote: str, text: str, min_block: int = 20) -> list[tuple[int, int]]:
@@ -108,7 +126,8 @@ class QuoteEvidenceJudge(EvidenceJudge):
 
     def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
         segs, cut = pack_segments(pack, self.max_segments)
-        base = dict(instance_id=inst.id, system=pack.system, judge=self.name, n_segments=len(segs), segments_cut=cut)
+        base = dict(instance_id=inst.id, system=pack.system, judge=self.name, n_segments=len(segs), segments_cut=cut,
+                    **seen(pack, segs))
         quotes = [(q["doc_id"], normalise(q["quote"])) for q in inst.gold_quotes]
         if not quotes: return EvidenceJudgment(**base, status="failed", error="instance has no gold quotes")
         nsegs = [(s.doc_id, normalise(s.text)) for s in segs]
@@ -136,17 +155,60 @@ def gold_units(inst: Instance) -> list[str]:
     return gold_statements(inst)
 
 
+def pack_pieces(segs: list[Segment], budget: int, count_tokens, max_pieces: int | None = None) -> tuple[list[str], dict]:
+    """The pack's segments, numbered by their place in the pack (`[i] text`), in order, cut into pieces of at most `budget`
+    tokens (`count_tokens`), each segment whole in one piece; a segment longer than the whole budget is shown cut to it, alone.
+    `max_pieces` caps how many pieces are kept. Returns (piece texts, what they show: chars, segments, pieces, pieces_cut)."""
+    pieces, cur, used = [], [], 0
+    for i, s in enumerate(segs, 1):
+        line, shown = f"[{i}] {s.text}", len(s.text)
+        t = count_tokens(line) + 1   # + the newline joining it to the next
+        if t > budget:
+            shown = len(s.text) * budget // t
+            while shown > 0 and count_tokens(f"[{i}] {s.text[:shown]}") + 1 > budget: shown = shown * 9 // 10
+            line, t = f"[{i}] {s.text[:shown]}", budget
+        if cur and used + t > budget: pieces.append(cur); cur, used = [], 0
+        cur.append((line, shown)); used += t
+    if cur: pieces.append(cur)
+    kept = pieces if max_pieces is None else pieces[:max_pieces]
+    return ["\n".join(line for line, _ in p) for p in kept], {
+        "chars": sum(c for p in kept for _, c in p), "segments": sum(len(p) for p in kept), "pieces": len(kept),
+        "pieces_cut": len(pieces) - len(kept)}
+
+
 class LLMEvidenceJudge(EvidenceJudge):
-    "App. K.4 / K.5: ER per gold unit against the whole pack, EP per segment against all gold units; binary, via the LLM layer."
+    """App. K.4 / K.5: ER per gold unit against the whole pack, EP per segment against all gold units; binary, via the LLM layer.
+    The ER call shows the pack within the judge model's budget: context window - the prompt without the pack - `max_tokens`
+    - `margin_tokens` (tokens of the model's own tokenizer; `pack_tokens` caps it further). A pack over the budget is shown in
+    pieces, one call per piece, and a gold unit is covered when some piece covers it (the first that does decides; later
+    pieces cannot undo it). `max_pieces` caps the calls per gold unit; what was shown is recorded on every judgment."""
     name, kind = "llm", "llm"
 
     def __init__(self, name: str = "evidence_llm", er_prompt: str = "judge_er", ep_prompt: str = "judge_ep",
-                 pack_chars: int = 6000, max_segments: int = 2000, max_tokens: int = 128):
-        self.name, self.pack_chars, self.max_segments, self.max_tokens = name, pack_chars, max_segments, max_tokens
+                 pack_tokens: int | None = None, max_pieces: int | None = None, margin_tokens: int = 64,
+                 max_segments: int = 2000, max_tokens: int = 128):
+        self.name, self.pack_tokens, self.max_pieces, self.margin_tokens = name, pack_tokens, max_pieces, margin_tokens
+        self.max_segments, self.max_tokens = max_segments, max_tokens
         self.er_prompt, self.ep_prompt = load_prompt(er_prompt), load_prompt(ep_prompt)
 
     def setting(self) -> dict:
-        return {**super().setting(), "prompts": [self.er_prompt.id, self.ep_prompt.id], "pack_chars": self.pack_chars}
+        return {**super().setting(), "prompts": [self.er_prompt.id, self.ep_prompt.id], "pack_tokens": self.pack_tokens,
+                "max_pieces": self.max_pieces, "margin_tokens": self.margin_tokens, "max_tokens": self.max_tokens,
+                "pieces": "covered when any piece covers"}
+
+    def budget(self, llm: LLM, question: str, gold: str) -> int:
+        "Pack tokens one ER call can carry on `llm` (raises LLMError when the model's context window is unknown or too small)."
+        ctx = llm.context_tokens
+        if ctx is None:
+            if self.pack_tokens: return int(self.pack_tokens)
+            raise LLMError(f"evidence judge {self.name}: the context window of {llm.model!r} is unknown; set its LLM config's "
+                           f"context_tokens (e.g. judge_llm.context_tokens=128000) or the judge's pack_tokens")
+        bare = sum(llm.count_tokens(m["content"]) + 4 for m in self.er_prompt.messages(question=question, gold=gold, pack=""))
+        room = int(ctx) - bare - self.max_tokens - self.margin_tokens
+        if room <= 0:
+            raise LLMError(f"evidence judge {self.name}: no room for the pack in {ctx} tokens of {llm.model!r} (prompt {bare}, "
+                           f"reply {self.max_tokens}, margin {self.margin_tokens})")
+        return min(room, int(self.pack_tokens)) if self.pack_tokens else room
 
     def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
         segs, cut = pack_segments(pack, self.max_segments)
@@ -154,19 +216,27 @@ class LLMEvidenceJudge(EvidenceJudge):
         units = gold_units(inst)
         if not units: return EvidenceJudgment(**base, status="failed", error="instance has no gold units")
         if llm is None: return EvidenceJudgment(**base, status="failed", error=f"judge {self.name} needs an LLM")
-        packed, used = [], 0
-        for i, s in enumerate(segs, 1):
-            if used + len(s.text) > self.pack_chars: break
-            packed.append(f"[{i}] {s.text}"); used += len(s.text)
-        pack_text = "\n".join(packed) or "(empty pack)"
         gold_text = "\n".join(f"G{i} {u}" for i, u in enumerate(units, 1))
         ask = lambda p, **f: llm.chat(p.messages(question=inst.query, **f), stage="evidence_judge", system=pack.system,
                                       prompt_version=p.id, schema=p.schema, max_tokens=self.max_tokens).parsed
+        tokens = functools.lru_cache(maxsize=None)(llm.count_tokens)   # each segment counted once for all gold units
         try:
-            gold = [{"unit": i, "covered": bool(ask(self.er_prompt, gold=u, pack=pack_text)["covered"])} for i, u in enumerate(units)]
+            gold, shown = [], None
+            for i, u in enumerate(units):
+                pieces, info = pack_pieces(segs, self.budget(llm, inst.query, u), tokens, self.max_pieces)
+                # every gold unit is shown the same segments unless its length changes the budget: keep the least shown
+                if shown is None or info["chars"] < shown["chars"]: shown = info
+                g = {"unit": i, "covered": False, "pieces_judged": 0}
+                for k, piece in enumerate(pieces or ["(empty pack)"]):
+                    g["pieces_judged"] = k + 1
+                    if bool(ask(self.er_prompt, gold=u, pack=piece)["covered"]):
+                        g.update(covered=True, piece=k); break
+                gold.append(g)
             sd = [{"i": i, "doc_id": s.doc_id, "supporting": bool(ask(self.ep_prompt, gold=gold_text, segment=s.text)["supports"])}
                   for i, s in enumerate(segs)]
         except LLMError as e:
             return EvidenceJudgment(**base, status="failed", error=e.reason)
-        return EvidenceJudgment(**base, er=_ratio(sum(g["covered"] for g in gold), len(gold)),
+        return EvidenceJudgment(**base, **seen(pack, segs, shown["chars"], shown["segments"]), pieces=shown["pieces"],
+                                pieces_cut=shown["pieces_cut"],
+                                er=_ratio(sum(g["covered"] for g in gold), len(gold)),
                                 ep=_ratio(sum(s["supporting"] for s in sd), len(sd)), n_gold=len(gold), gold=gold, segments=sd)

@@ -374,7 +374,7 @@ def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
             i = by_id[j.instance_id]
             rows.append({"instance_id": i.id, "system": j.system, "domain": i.domain, "qtype": i.qtype, "fan_in": i.fan_in,
                          "judge": j.judge, "status": j.status, "error": j.error, "er": j.er, "ep": j.ep, "n_gold": j.n_gold,
-                         "n_segments": j.n_segments, "segments_cut": j.segments_cut})
+                         "n_segments": j.n_segments, "segments_cut": j.segments_cut, "share_seen": j.share_seen})
     df = pd.DataFrame(rows)
     df.to_csv(folder / "evidence_metrics.csv", index=False)
     return df
