@@ -23,7 +23,7 @@ from .text import lexical_tokens
 from .config import config_hash, repo_root, resolve_path
 
 # %% auto #0
-__all__ = ['WGB_LLM_DEPARTURES', 'ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'DEGENERATE_KINDS', 'CASE_QTYPES', 'DEFAULT_CASES',
+__all__ = ['ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'DEGENERATE_KINDS', 'CASE_QTYPES', 'DEFAULT_CASES',
            'DEFAULT_FROZEN_CASES', 'MIN_ACCURACY', 'MIN_KAPPA', 'normalize_answer', 'exact_match', 'token_f1',
            'containment', 'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic',
            'summary_aggregate', 'parse_choices', 'gb_choice_accuracy', 'gb_multi_select_accuracy', 'gb_ar', 'sentences',
@@ -188,14 +188,16 @@ class Judge:
         return resolve_path(cases or self.cases or DEFAULT_CASES)
 
     def case_sets(self, cases=None) -> dict:
-        """The labelled sets it is checked on, by name: `{"cases": <file>}` when a file is given; else `tuning` (its own set
-        or the lab's) and `frozen` (its declared frozen set, or the lab's when it uses the lab's tuning set), the frozen set
-        only when its file exists. A judge with its own `cases` and no `frozen_cases` has no frozen set."""
+        """The labelled sets it is checked on: `{"cases": <file>}` when a file is given; else `tuning` (`cases_path()`) and, when
+        its file exists, `frozen` (`frozen_path()`: none for a judge with its own `cases` that declares no `frozen_cases`)."""
         if cases: return {"cases": resolve_path(cases)}
+        frozen = self.frozen_path()
+        return {"tuning": self.cases_path(), **({"frozen": frozen} if frozen is not None and frozen.exists() else {})}
+
+    def frozen_path(self):
+        "Its frozen set's file (which may not exist yet), or None when it declares none."
         frozen = self.frozen_cases or (DEFAULT_FROZEN_CASES if self.cases is None else None)
-        sets = {"tuning": self.cases_path()}
-        if frozen and resolve_path(frozen).exists(): sets["frozen"] = resolve_path(frozen)
-        return sets
+        return resolve_path(frozen) if frozen else None
 
     def verdict(self, inst: Instance, j: Judgment) -> float:
         "1.0 correct / 0.0 wrong under this judge's own scale, NaN for a failed judgment (never 0)."
@@ -257,17 +259,6 @@ class ProxyJudge(Judge):
                 {"missing_numbers": missing})
 
 
-WGB_LLM_DEPARTURES = (
-    "statements split from the answer alone, no cap, no de-duplication (eval.py: with the question, at most 20, duplicates removed)",
-    "recall matches gold statements to answer statements (eval.py: each gold statement against the whole answer text)",
-    "precision matches answer statements to gold statements (eval.py: against the gold answer paragraph, absent from the "
-    "released summary records, so its precision is 0 there)",
-    "no answer statements: P undefined, R = F1 = 0 (eval.py: P = R = F1 = 0)",
-    "a summary is correct when R >= 50 (eval.py: only when P = R = 1)",
-    "a failed call is recorded, never scored (eval.py: 0)",
-    "an empty answer goes to the model (eval.py: 0 without a call)")
-
-
 class WildGraphBenchJudge(Judge):
     """LLM judge, the lab's reading of WildGraphBench's answer metrics: single-/multi-fact accuracy (binary equivalence, a
     partial answer is wrong — as the benchmark's released evaluator) and summary statement P / R / F1 (extract the answer's
@@ -290,7 +281,10 @@ class WildGraphBenchJudge(Judge):
 
     def setting(self):
         return {**super().setting(), "prompts": [self.fact.id, self.extract.id, self.match.id],
-                "departs_from": "WildGraphBench tools/eval.py (fanin eval-wgb applies it): " + "; ".join(WGB_LLM_DEPARTURES)}
+                "departs_from": "WildGraphBench tools/eval.py (fanin.wgb_eval applies it): statements split without the question, "
+                "uncapped, duplicates kept; recall and precision statement to statement (eval.py: gold statements against the whole "
+                "answer, answer statements against the gold paragraph); no statements: P n/a (eval.py: 0); summary correct at "
+                "R >= 50 (eval.py: P = R = 1); failed calls recorded, never 0; empty answers go to the model (eval.py: 0)"}
 
     def verdict(self, inst, j):
         if j.status != "ok": return math.nan
@@ -505,8 +499,7 @@ def answer_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 # %% ../../nbs/13_judges.ipynb #jccode01
 CASE_FIELDS = ("id", "qtype", "question", "reference", "statements", "answer", "label")
-# answers that say nothing: every false positive on them is counted; `copied_example` (an answer that copies a prompt's example
-# text, in the frozen set) is counted too where a set has it
+# answers that say nothing, whose false positives judge_check counts (and `copied_example`'s, where a set has that kind)
 DEGENERATE_KINDS = ("empty", "repeat_question", "refusal")
 CASE_QTYPES = ("single-fact", "multi-fact", "summary", "FB", "MC", "MS", "TF", "OE")   # WildGraphBench's and GraphRAG-Bench's types
 
@@ -563,53 +556,41 @@ _AGREEMENT: dict[str, dict] = {}
 
 
 def meets_bar(accuracy: float, kappa: float | None, min_accuracy: float = MIN_ACCURACY, min_kappa: float = MIN_KAPPA) -> bool:
-    """A validated judge agrees with the labels on at least `min_accuracy` of the cases AND beyond chance: Cohen's kappa at least
-    `min_kappa` (undefined kappa fails). Accuracy alone rewards a judge that always says "wrong" (0.625 on the lab's cases)."""
+    """Validated: accuracy >= `min_accuracy` AND Cohen's kappa >= `min_kappa` (undefined kappa fails). Accuracy alone passes a
+    judge that always says "wrong" on a set of mostly wrong answers (0.67 on each of the lab's sets, kappa 0)."""
     return accuracy >= min_accuracy and kappa is not None and kappa == kappa and kappa >= min_kappa
-
-
-def _set_agreement(judge: Judge, uses: LLM | None, path: Path) -> dict:
-    "One labelled set's figures for a judge (computed once per judge x judge model x file version)."
-    key = config_hash({"judge": judge.setting(), "llm": uses.setting() if uses else None, "cases": str(path),
-                       "mtime": path.stat().st_mtime if path.exists() else None})
-    if key not in _AGREEMENT:
-        _, s = judge_check(judge, load_cases(path), uses)
-        _AGREEMENT[key] = {"cases": str(path.name), "n": s["n"], "judged": s["judged"], "accuracy": round(s["accuracy"], 3),
-                           "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 3), "failed": s["failed"]}
-    return dict(_AGREEMENT[key])
 
 
 def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accuracy: float = MIN_ACCURACY,
                     min_kappa: float = MIN_KAPPA) -> dict:
-    """The judge's measured agreement with labelled cases, for setting cards: every set it is checked on (`case_sets`: the
-    tuning set and, where its file exists, the frozen set) under `sets`; the top-level figures and the `validated` flag are
-    those of the frozen set when there is one (`validated_on`), else of the tuning set — a judge tuned on a set is
-    validated on the set it was not tuned on."""
-    uses = llm if judge.kind == "llm" else None
-    sets = {name: _set_agreement(judge, uses, path) for name, path in judge.case_sets(cases).items()}
+    """The judge's agreement with labelled cases, for setting cards: each set it is checked on (`Judge.case_sets`) under `sets`,
+    computed once per judge x judge model x file version; the top-level figures and `validated` are the frozen set's when
+    there is one (`validated_on`), else the tuning set's: a judge tuned on one set is validated on the one it never saw."""
+    uses, sets = llm if judge.kind == "llm" else None, {}
+    for name, path in judge.case_sets(cases).items():
+        key = config_hash({"judge": judge.setting(), "llm": uses.setting() if uses else None, "cases": str(path),
+                           "mtime": path.stat().st_mtime if path.exists() else None})
+        if key not in _AGREEMENT:
+            _, s = judge_check(judge, load_cases(path), uses)
+            _AGREEMENT[key] = {"cases": str(path.name), "n": s["n"], "judged": s["judged"], "accuracy": round(s["accuracy"], 3),
+                               "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 3), "failed": s["failed"]}
+        sets[name] = dict(_AGREEMENT[key])
     on = "frozen" if "frozen" in sets else next(iter(sets))
-    a = sets[on]
-    return {**a, "validated": meets_bar(a["accuracy"], a["kappa"], min_accuracy, min_kappa), "min_accuracy": min_accuracy,
-            "min_kappa": min_kappa, "validated_on": on, "sets": sets}
-
-
-def _figures(a: dict) -> str:
-    s = f"acc {a['accuracy']:.2f}, kappa {a['kappa'] if a['kappa'] is not None else 'nan'} on {a['n']} labelled cases"
-    return s + (f" ({a['failed']} of them not judged: counted as disagreement)" if a.get("failed") else "")
+    return {**sets[on], "validated": meets_bar(sets[on]["accuracy"], sets[on]["kappa"], min_accuracy, min_kappa),
+            "min_accuracy": min_accuracy, "min_kappa": min_kappa, "validated_on": on, "sets": sets}
 
 
 def agreement_label(a: dict | None) -> str:
-    """How a setting card states a judge's agreement: each labelled set's accuracy and kappa ('frozen set: acc 0.91, kappa 0.81 on
-    108 labelled cases; tuning set: ...'), the bar, and the set the validated flag follows; flagged when below the bar."""
+    """How a setting card states a judge's agreement: each set's accuracy and kappa, the set the flag follows first, and the
+    bar; flagged when below it ('frozen set: acc 0.85, kappa 0.671 on 108 labelled cases; tuning set: ... (validated: ...)')."""
     if not a: return "agreement not measured"
+    def figures(x):
+        f = f"acc {x['accuracy']:.2f}, kappa {x['kappa'] if x['kappa'] is not None else 'nan'} on {x['n']} labelled cases"
+        return f + (f" ({x['failed']} of them not judged: counted as disagreement)" if x.get("failed") else "")
     sets = a.get("sets") or {}
-    if len(sets) > 1:
-        order = sorted(sets, key=lambda n: n != a.get("validated_on"))
-        s = "; ".join(f"{n} set: {_figures(sets[n])}" for n in order)
-    else: s = _figures(a)
     on = f" on the {a['validated_on']} set" if len(sets) > 1 else ""
+    s = "; ".join(f"{n} set: {figures(sets[n])}" for n in sorted(sets, key=lambda n: n != a["validated_on"])) if on else figures(a)
     if "min_kappa" not in a:   # a record with no kappa floor: accuracy is its only bar
         return s if a["validated"] else s + f" — BELOW {a['min_accuracy']:.2f}: not a validated judge"
-    bar = f"acc >= {a['min_accuracy']:.2f} and kappa >= {a['min_kappa']:.2f}{on}"
-    return s + f" (validated: {bar})" if a["validated"] else s + f" — BELOW {a['min_accuracy']:.2f} accuracy or " \
-        f"{a['min_kappa']:.2f} kappa{on}: not a validated judge"
+    if a["validated"]: return s + f" (validated: acc >= {a['min_accuracy']:.2f} and kappa >= {a['min_kappa']:.2f}{on})"
+    return s + f" — BELOW {a['min_accuracy']:.2f} accuracy or {a['min_kappa']:.2f} kappa{on}: not a validated judge"

@@ -1,0 +1,91 @@
+"""A judge is validated on accuracy AND kappa, on the frozen set where it exists; `fanin judge-check` reports the tuning set and
+the frozen set; every judge prompt is neutral (fields described in words, no example value to copy, the reason first)."""
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fanin.cli import main
+from fanin.judges import (DEFAULT_CASES, GraphRAGBenchJudge, Judge, KeyFactJudge, WildGraphBenchJudge, agreement_label,
+                          judge_agreement, load_cases, meets_bar)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class SaysWrong(Judge):
+    name = "says_wrong"
+    def verdict(self, inst, j): return 0.0
+    def score(self, inst, answer, llm=None): return {}, {}
+
+
+def test_accuracy_alone_does_not_validate(tmp_path):
+    rows = load_cases(ROOT / DEFAULT_CASES)
+    skewed = [r for r in rows if r["label"] == 0][:18] + [r for r in rows if r["label"] == 1][:2]   # 90% wrong answers
+    f = tmp_path / "skewed.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in skewed))
+    a = judge_agreement(SaysWrong(), cases=f)
+    assert a["accuracy"] == 0.9 and a["kappa"] == 0 and not a["validated"] and a["min_kappa"] == 0.6
+    assert "BELOW 0.80 accuracy or 0.60 kappa" in agreement_label(a)
+    assert meets_bar(0.85, 0.7) and not meets_bar(0.9, 0.0) and not meets_bar(0.9, None) and not meets_bar(0.9, float("nan"))
+    # a card recorded with accuracy as the only bar still reads as it was recorded
+    assert agreement_label({"accuracy": 0.7, "kappa": 0.3, "n": 96, "failed": 0, "validated": False, "min_accuracy": 0.8}) \
+        .endswith("BELOW 0.80: not a validated judge")
+
+
+def test_validated_follows_the_frozen_set_and_a_missing_frozen_file_is_skipped(tmp_path):
+    a = judge_agreement(KeyFactJudge())
+    assert set(a["sets"]) == {"tuning", "frozen"} and a["validated_on"] == "frozen" and a["cases"] == "frozen_cases.jsonl"
+    assert a["accuracy"] == a["sets"]["frozen"]["accuracy"] and a["validated"] == meets_bar(a["accuracy"], a["kappa"])
+    label = agreement_label(a)
+    assert label.startswith("frozen set: acc") and "; tuning set: acc" in label and "on the frozen set" in label
+
+    class NoFrozenYet(KeyFactJudge):
+        frozen_cases = str(tmp_path / "not_written_yet.jsonl")
+    j = NoFrozenYet()
+    assert set(j.case_sets()) == {"tuning"} and j.frozen_path() == tmp_path / "not_written_yet.jsonl"
+    b = judge_agreement(j)
+    assert b["validated_on"] == "tuning" and set(b["sets"]) == {"tuning"} and not agreement_label(b).startswith("tuning set")
+    # a judge with its own labelled set has no frozen set unless it declares one
+    g = GraphRAGBenchJudge()
+    assert g.frozen_path() is None and set(g.case_sets()) == {"tuning"}
+    assert set(g.case_sets(cases=str(tmp_path / "x.jsonl"))) == {"cases"}
+
+
+def test_judge_check_reports_both_sets(capsys, tmp_path):
+    out = tmp_path / "rows.jsonl"
+    main(["judge-check", "judge=keyfact", "--out", str(out)])
+    lines = capsys.readouterr().out.strip().splitlines()
+    tuning, frozen = (dict(kv.split("=", 1) for kv in l.split()[1:]) for l in lines[-2:])
+    assert tuning["set"] == "tuning" and frozen["set"] == "frozen" and tuning["n"] == frozen["n"] == "108"
+    assert lines[-3].startswith("validated: ") and "on the frozen set" in lines[-3]
+    assert any(l.startswith("tuning set: data/judge_meta/cases.jsonl") for l in lines)
+    assert any(l.startswith("frozen set: data/judge_meta/frozen_cases.jsonl") for l in lines)
+    assert sum(l.startswith("agreement by kind: ") and "copied_example=" in l for l in lines) == 2
+    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    assert {r["set"] for r in rows} == {"tuning", "frozen"} and len(rows) == 216
+    assert all(r["id"].startswith("fz-") for r in rows if r["set"] == "frozen")
+
+
+def test_wgb_llm_names_its_departures_from_the_released_evaluator():
+    st = WildGraphBenchJudge().setting()
+    for what in ("question", "20", "whole answer", "paragraph", "P = R = F1 = 0", "R >= 50", "P = R = 1", "failed call"):
+        assert what in st["departs_from"] or what in WildGraphBenchJudge.__doc__, what
+
+
+VERDICTS = {"correct", "supports", "covered", "grade", "score", "supported", "checks", "statements"}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs" / "prompts").glob("judge_*.yaml")), ids=lambda p: p.stem)
+def test_judge_prompts_are_neutral(path):
+    p = yaml.safe_load(path.read_text())
+    text = p["system"] + p["user"]
+    assert '{"' not in text and "one short sentence" not in text.lower(), f"{path.name} shows an example reply"
+    assert '"..."' not in text and "true or false" not in text, f"{path.name} shows an example value"
+    props, required = list(p["schema"]["properties"]), p["schema"]["required"]
+    # every field required, in the properties' order: a grammar (llama.cpp writes required fields first) keeps the order
+    assert required == props, f"{path.name}: required {required} != properties {props}"
+    for why in ("reason", "justification"):
+        if why in props:
+            later = [f for f in props[props.index(why) + 1:] if f in VERDICTS]
+            assert later, f"{path.name}: the {why} must come before the verdict"
