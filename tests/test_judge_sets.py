@@ -1,7 +1,8 @@
-"""The three hand-labelled judge sets in data/judge_meta: `cases.jsonl` (the tuning set), `frozen_cases.jsonl` (the held-out
-set) and `frozen2_cases.jsonl` (the final held-out set). Each loads and carries 12 rows of each of the nine kinds with the
-kind's label; no two share an id, a question or a copied_example string; all quote their questions, references and
-statements unchanged from WildGraphBench; and both held-out files still have the checksums their README states."""
+"""The four hand-labelled judge sets in data/judge_meta: `cases.jsonl` (the tuning set), `frozen_cases.jsonl` (the held-out
+set), `frozen2_cases.jsonl` (the second held-out set) and `frozen3_cases.jsonl` (the final held-out set). Each loads and
+carries 12 rows of each of the nine kinds with the kind's label; no two share an id, a question or a copied_example string;
+all quote their questions, references and statements unchanged from WildGraphBench; and the held-out files still have the
+checksums their README states."""
 import hashlib
 import json
 import re
@@ -15,6 +16,7 @@ from fanin.judges import load_cases
 ROOT = Path(__file__).resolve().parents[1]
 META = ROOT / "data" / "judge_meta"
 TUNING, FROZEN, FROZEN2 = META / "cases.jsonl", META / "frozen_cases.jsonl", META / "frozen2_cases.jsonl"
+FROZEN3 = META / "frozen3_cases.jsonl"
 KIND_LABEL = {"correct": 1, "paraphrase": 1, "padded": 1, "partial": 0, "wrong": 0, "empty": 0,
               "repeat_question": 0, "refusal": 0, "copied_example": 0}
 PREFIX = {"single-fact": "sf", "multi-fact": "mf", "summary": "sum"}
@@ -27,12 +29,18 @@ FROZEN2_DOMAINS = {"single-fact": ["religion", "society", "history", "nature"],
                    "summary": ["health", "people", "human_activities", "philosophy"]}
 # nature has no multi-fact question, so in frozen2 it repeats its tuning type and technology repeats its frozen type
 FROZEN2_REPEATS = {"nature": "tuning", "technology": "frozen"}
-ID_LEAD = {"tuning": "", "frozen": "fz-", "frozen2": "f2-"}
+# every domain has given all its types by then, so frozen3 repeats the tuning set's layout (nature has no multi-fact
+# question, and the only multi-fact questions of mathematics and history are taken)
+FROZEN3_DOMAINS = {"single-fact": ["culture", "geography", "nature", "mathematics"],
+                   "multi-fact": ["health", "people", "human_activities", "philosophy"],
+                   "summary": ["technology", "religion", "society", "history"]}
+ID_LEAD = {"tuning": "", "frozen": "fz-", "frozen2": "f2-", "frozen3": "f3-"}
 
 
 @pytest.fixture(scope="module")
 def sets():
-    return {"tuning": load_cases(TUNING), "frozen": load_cases(FROZEN), "frozen2": load_cases(FROZEN2)}
+    return {"tuning": load_cases(TUNING), "frozen": load_cases(FROZEN), "frozen2": load_cases(FROZEN2),
+            "frozen3": load_cases(FROZEN3)}
 
 
 def questions(rows):
@@ -109,7 +117,7 @@ def test_questions_references_and_statements_are_quoted_from_wildgraphbench(sets
                          for domain_of in [source[q][0]]}
     for name in sets:   # one question per domain in each set, all 12 domains
         assert sorted(d for d, _, _ in domains[name].values()) == sorted(p.parent.name for p in qa.glob("*/questions.jsonl"))
-    for name, expected in [("frozen", FROZEN_DOMAINS), ("frozen2", FROZEN2_DOMAINS)]:
+    for name, expected in [("frozen", FROZEN_DOMAINS), ("frozen2", FROZEN2_DOMAINS), ("frozen3", FROZEN3_DOMAINS)]:
         placed = {(qtype, n): d for d, qtype, n in domains[name].values()}
         assert placed == {(q, i + 1): d for q, ds in expected.items() for i, d in enumerate(ds)}, name
     type_in = {name: {d: qtype for d, qtype, _ in domains[name].values()} for name in sets}
@@ -117,9 +125,10 @@ def test_questions_references_and_statements_are_quoted_from_wildgraphbench(sets
     repeats = {d: earlier for d, qtype in type_in["frozen2"].items() for earlier in ("tuning", "frozen")
                if type_in[earlier][d] == qtype}
     assert repeats == FROZEN2_REPEATS, "frozen2 gives every other domain a type neither earlier set used for it"
+    assert type_in["frozen3"] == type_in["tuning"], "frozen3 gives each domain the type it gives in the tuning set"
 
 
-@pytest.mark.parametrize("path", [FROZEN, FROZEN2], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [FROZEN, FROZEN2, FROZEN3], ids=lambda p: p.name)
 def test_frozen_sets_match_the_checksums_in_their_readme(path):
     readme = (META / "README.md").read_text(encoding="utf-8")
     stated = re.findall(r"\b([0-9a-f]{64})\s+data/judge_meta/" + re.escape(path.name) + r"\b", readme)
