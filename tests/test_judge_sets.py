@@ -1,5 +1,5 @@
 """The four hand-labelled judge sets in data/judge_meta: `cases.jsonl` (the tuning set), `frozen_cases.jsonl` (the held-out
-set), `frozen2_cases.jsonl` (the second held-out set) and `frozen3_cases.jsonl` (the final held-out set). Each loads and
+set), `frozen2_cases.jsonl` (the second held-out set) and `frozen3_cases.jsonl` (the third held-out set). Each loads and
 carries 12 rows of each of the nine kinds with the kind's label; no two share an id, a question or a copied_example string;
 all quote their questions, references and statements unchanged from WildGraphBench; and the held-out files still have the
 checksums their README states."""
