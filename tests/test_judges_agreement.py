@@ -1,5 +1,5 @@
-"""A judge is validated on accuracy AND kappa, on the frozen set where it exists; `fanin judge-check` reports the tuning set and
-the frozen set; every judge prompt is neutral (fields described in words, no example value to copy, the reason first)."""
+"""A judge is validated on accuracy AND kappa, on its held-out sets where they exist; `fanin judge-check` reports the tuning set and
+every held-out set; every judge prompt is neutral (fields described in words, no example value to copy, the reason first)."""
 import json
 from pathlib import Path
 
@@ -33,37 +33,46 @@ def test_accuracy_alone_does_not_validate(tmp_path):
         .endswith("BELOW 0.80: not a validated judge")
 
 
-def test_validated_follows_the_frozen_set_and_a_missing_frozen_file_is_skipped(tmp_path):
+def test_validated_follows_the_held_out_sets_and_missing_files_are_skipped(tmp_path):
+    frozen = sorted(p.name for p in (ROOT / "data" / "judge_meta").glob("frozen*_cases.jsonl"))
+    assert "frozen_cases.jsonl" in frozen
     a = judge_agreement(KeyFactJudge())
-    assert set(a["sets"]) == {"tuning", "frozen"} and a["validated_on"] == "frozen" and a["cases"] == "frozen_cases.jsonl"
-    assert a["accuracy"] == a["sets"]["frozen"]["accuracy"] and a["validated"] == meets_bar(a["accuracy"], a["kappa"])
+    held = [n for n in a["sets"] if n != "tuning"]
+    assert len(held) == len(frozen) and all(a["sets"][n]["held_out"] for n in held) and not a["sets"]["tuning"]["held_out"]
+    assert a["validated_on"] == "+".join(held) and a["n"] == 108 * len(held)      # the held-out sets pooled
+    assert a["validated"] == meets_bar(a["accuracy"], a["kappa"])
     label = agreement_label(a)
-    assert label.startswith("frozen set: acc") and "; tuning set: acc" in label and "on the frozen set" in label
+    assert label.startswith(f"held out ({a['validated_on']}): acc") and "; tuning: acc" in label
 
-    class NoFrozenYet(KeyFactJudge):
-        frozen_cases = str(tmp_path / "not_written_yet.jsonl")
-    j = NoFrozenYet()
-    assert set(j.case_sets()) == {"tuning"} and j.frozen_path() == tmp_path / "not_written_yet.jsonl"
-    b = judge_agreement(j)
-    assert b["validated_on"] == "tuning" and set(b["sets"]) == {"tuning"} and not agreement_label(b).startswith("tuning set")
-    # a judge with its own labelled set has no frozen set unless it declares one
-    g = GraphRAGBenchJudge()
-    assert g.frozen_path() is None and set(g.case_sets()) == {"tuning"}
-    assert set(g.case_sets(cases=str(tmp_path / "x.jsonl"))) == {"cases"}
+    class Adjusted(KeyFactJudge):   # adjusted on every held-out set: its figures there are development figures
+        development_sets = tuple(frozen)
+    b = judge_agreement(Adjusted())
+    assert b["validated_on"] == "tuning" and not any(x["held_out"] for x in b["sets"].values())
+    assert agreement_label(b).startswith("tuning (no held-out set): acc") and "frozen (development): acc" in agreement_label(b)
+
+    class OwnSets(KeyFactJudge):    # a judge with its own labelled set names its further sets; one not written yet is skipped
+        cases = str(ROOT / DEFAULT_CASES)
+        frozen_cases = (str(ROOT / "data" / "judge_meta" / "frozen3_cases.jsonl"), str(tmp_path / "not_written_yet_cases.jsonl"))
+    assert set(OwnSets().case_sets()) == {"tuning", "frozen3"}
+    g = GraphRAGBenchJudge()   # its own set and no further one
+    assert set(g.case_sets()) == {"tuning"} and set(g.case_sets(cases=str(tmp_path / "x.jsonl"))) == {"cases"}
 
 
-def test_judge_check_reports_both_sets(capsys, tmp_path):
+def test_judge_check_reports_every_set(capsys, tmp_path):
     out = tmp_path / "rows.jsonl"
     main(["judge-check", "judge=keyfact", "--out", str(out)])
     lines = capsys.readouterr().out.strip().splitlines()
-    tuning, frozen = (dict(kv.split("=", 1) for kv in l.split()[1:]) for l in lines[-2:])
-    assert tuning["set"] == "tuning" and frozen["set"] == "frozen" and tuning["n"] == frozen["n"] == "108"
-    assert lines[-3].startswith("validated: ") and "on the frozen set" in lines[-3]
-    assert any(l.startswith("tuning set: data/judge_meta/cases.jsonl") for l in lines)
-    assert any(l.startswith("frozen set: data/judge_meta/frozen_cases.jsonl") for l in lines)
-    assert sum(l.startswith("agreement by kind: ") and "copied_example=" in l for l in lines) == 2
+    machine = [dict(kv.split("=", 1) for kv in l.split()[1:]) for l in lines if l.startswith("judge-check ")]
+    names = [m["set"] for m in machine]
+    assert names[0] == "tuning" and "frozen" in names and names[-1] == "held_out" and lines[-1].startswith("judge-check ")
+    assert machine[0]["held_out"] == "False" and all(m["held_out"] == "True" for m in machine[1:-1])
+    assert int(machine[-1]["n"]) == 108 * (len(machine) - 2)
+    assert lines[len(lines) - len(machine) - 1].startswith("validated: ") and "pooled" in lines[len(lines) - len(machine) - 1]
+    assert any(l.startswith("tuning set: data/judge_meta/cases.jsonl (n=108, tuning)") for l in lines)
+    assert any(l.startswith("frozen set: data/judge_meta/frozen_cases.jsonl (n=108, held out)") for l in lines)
+    assert sum(l.startswith("agreement by kind: ") and "copied_example=" in l for l in lines) == len(machine) - 1
     rows = [json.loads(l) for l in out.read_text().splitlines()]
-    assert {r["set"] for r in rows} == {"tuning", "frozen"} and len(rows) == 216
+    assert {r["set"] for r in rows} == set(names[:-1]) and len(rows) == 108 * (len(machine) - 1)
     assert all(r["id"].startswith("fz-") for r in rows if r["set"] == "frozen")
 
 

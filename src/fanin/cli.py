@@ -161,12 +161,12 @@ def cmd_sweep(overrides, kernel="python3"):
     print(read_table(paths[""]).to_string(index=False))
 
 # %% ../../nbs/09_cli.ipynb #cl14
-def _judge_check_lines(name: str, path, s: dict) -> list[str]:
+def _judge_check_lines(name: str, path, s: dict, role: str = "") -> list[str]:
     "What judge-check prints for one labelled set: agreement by kind, false positives on answers that say nothing, failures."
     from fanin.config import repo_root
     p = Path(path)
     shown = p.relative_to(repo_root()) if p.is_relative_to(repo_root()) else p
-    return [f"{name} set: {shown} (n={s['n']})",
+    return [f"{name} set: {shown} (n={s['n']}{', ' + role if role else ''})",
             "agreement by kind: " + " ".join(f"{k}={v:.3f}" for k, v in s["by_kind"].items()),
             "false positives on degenerate answers: " + " ".join(f"{k}={v}" for k, v in s["false_positives_degenerate"].items())
             + f"; failed judgments: {s['failed']}"]
@@ -174,13 +174,15 @@ def _judge_check_lines(name: str, path, s: dict) -> list[str]:
 
 def cmd_judge_check(overrides, cases=None, out=None) -> dict:
     """Run the configured judge (`judge=<name>`, on `judge_llm` / `llm` when it is an LLM judge) over labelled cases: with
-    `--cases FILE` that file; else every set the judge is checked on (`Judge.case_sets`: the tuning set and, where its file
-    exists, the frozen set; a judge with its own set, e.g. graphrag_bench, its own). Prints each set's agreement by kind and
-    false positives, whether the judge passes the bar (accuracy and kappa; on the frozen set where there is one), and last one
-    line per set: `judge-check judge=<name> model=<model> set=<set> n=<N> accuracy=<float> kappa=<float> meets_bar=<bool>`.
-    Returns {set: summary}."""
+    `--cases FILE` that file; else every set the judge is checked on (`Judge.case_sets`: the tuning set and each further set
+    that exists, held out unless the judge declares it a development set; a judge with its own set, e.g. graphrag_bench, its
+    own). Prints each set's agreement by kind and false positives, whether the judge passes the bar (accuracy and kappa, on
+    its held-out sets pooled, else its tuning set), and last one line per set — `judge-check judge=<name> model=<model>
+    set=<set> held_out=<bool> n=<N> accuracy=<float> kappa=<float> meets_bar=<bool>` — and, with several held-out sets, one
+    for them pooled (`set=held_out`). Returns {set: summary}."""
     import contextlib
-    from fanin.judges import MIN_ACCURACY, MIN_KAPPA, judge_check, load_cases, meets_bar
+    import pandas as pd
+    from fanin.judges import MIN_ACCURACY, MIN_KAPPA, case_agreement, judge_check, load_cases, meets_bar
     from fanin.pipeline import make_llm
     from fanin.components import make_judge
     cfg = compose(overrides)
@@ -198,22 +200,25 @@ def cmd_judge_check(overrides, cases=None, out=None) -> dict:
                     f.write(json.dumps({**r, "set": name, "verdict": None if r["verdict"] != r["verdict"] else int(r["verdict"])},
                                        default=str) + "\n")
     model = llm.model if llm is not None else "rules"
+    held = {n: n != "tuning" and judge.held_out(p) for n, (p, _, _) in results.items()}
     if cases:   # one named file: its two lines, then the machine-readable line
         (name, (path, _, s)), = results.items()
         print("\n".join(_judge_check_lines(name, path, s)[1:]))
     else:
-        for name, (path, _, s) in results.items(): print("\n".join(_judge_check_lines(name, path, s)))
-        if "frozen" not in results:
-            fp = judge.frozen_path()
-            print(f"no frozen set ({f'{fp} does not exist' if fp else 'judge ' + judge.name + ' declares none'}): the bar is "
-                  f"read on the tuning set")
-        on = "frozen" if "frozen" in results else "tuning"
-        s_on = results[on][2]
-        print(f"validated: {meets_bar(s_on['accuracy'], s_on['kappa'])} (accuracy >= {MIN_ACCURACY} and kappa >= {MIN_KAPPA} "
-              f"on the {on} set)")
+        for name, (path, _, s) in results.items():
+            role = "held out" if held[name] else "tuning" if name == "tuning" else "development: the judge was adjusted on it"
+            print("\n".join(_judge_check_lines(name, path, s, role)))
+        on = [n for n in held if held[n]] or ["tuning"]
+        s_on = case_agreement(pd.concat([results[n][1] for n in on])) if len(on) > 1 else results[on[0]][2]
+        if not any(held.values()): print(f"no held-out set for judge {judge.name}: the bar is read on the tuning set")
+        print(f"validated: {meets_bar(s_on['accuracy'], s_on['kappa'])} (accuracy >= {MIN_ACCURACY} and kappa >= {MIN_KAPPA} on "
+              f"{'+'.join(on)}{' pooled' if len(on) > 1 else ''}: accuracy {s_on['accuracy']:.4f}, kappa {s_on['kappa']:.4f}, n {s_on['n']})")
     for name, (_, _, s) in results.items():
-        print(f"judge-check judge={judge.name} model={model} set={name} n={s['n']} accuracy={s['accuracy']:.4f} "
+        print(f"judge-check judge={judge.name} model={model} set={name} held_out={held[name]} n={s['n']} accuracy={s['accuracy']:.4f} "
               f"kappa={s['kappa']:.4f} meets_bar={meets_bar(s['accuracy'], s['kappa'])}")
+    if not cases and len(on) > 1:
+        print(f"judge-check judge={judge.name} model={model} set=held_out sets={'+'.join(on)} n={s_on['n']} "
+              f"accuracy={s_on['accuracy']:.4f} kappa={s_on['kappa']:.4f} meets_bar={meets_bar(s_on['accuracy'], s_on['kappa'])}")
     return {name: s for name, (_, _, s) in results.items()}
 
 # %% ../../nbs/09_cli.ipynb #cl15

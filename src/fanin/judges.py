@@ -23,13 +23,13 @@ from .text import lexical_tokens
 from .config import config_hash, repo_root, resolve_path
 
 # %% auto #0
-__all__ = ['ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'DEGENERATE_KINDS', 'CASE_QTYPES', 'DEFAULT_CASES',
-           'DEFAULT_FROZEN_CASES', 'MIN_ACCURACY', 'MIN_KAPPA', 'normalize_answer', 'exact_match', 'token_f1',
-           'containment', 'ac_normalise', 'wgb_accuracy', 'pooled_accuracy', 'statement_prf', 'harmonic',
-           'summary_aggregate', 'parse_choices', 'gb_choice_accuracy', 'gb_multi_select_accuracy', 'gb_ar', 'sentences',
-           'degenerate_answer', 'Judge', 'ProxyJudge', 'WildGraphBenchJudge', 'AnswerCorrectnessJudge',
-           'GraphRAGBenchJudge', 'numbers', 'novel_part', 'fact_support', 'KeyFactJudge', 'answer_table', 'load_cases',
-           'judge_check', 'meets_bar', 'judge_agreement', 'agreement_label']
+__all__ = ['ID_COLUMNS', 'SEEN_COLUMNS', 'CASE_FIELDS', 'DEGENERATE_KINDS', 'CASE_QTYPES', 'DEFAULT_CASES', 'MIN_ACCURACY',
+           'MIN_KAPPA', 'normalize_answer', 'exact_match', 'token_f1', 'containment', 'ac_normalise', 'wgb_accuracy',
+           'pooled_accuracy', 'statement_prf', 'harmonic', 'summary_aggregate', 'parse_choices', 'gb_choice_accuracy',
+           'gb_multi_select_accuracy', 'gb_ar', 'sentences', 'degenerate_answer', 'Judge', 'ProxyJudge',
+           'WildGraphBenchJudge', 'AnswerCorrectnessJudge', 'GraphRAGBenchJudge', 'numbers', 'novel_part',
+           'fact_support', 'KeyFactJudge', 'answer_table', 'load_cases', 'judge_check', 'case_agreement', 'meets_bar',
+           'judge_agreement', 'agreement_label']
 
 # %% ../../nbs/13_judges.ipynb #87464409
 def normalize_answer(s: str) -> str:
@@ -178,8 +178,9 @@ class Judge:
     "Base: scores one answer; failures become status=failed rows with the reason. `verdict` reads a judgment as correct (1) or not (0)."
     name, kind = "judge", "proxy"
     needs_rationale = False
-    cases: str | None = None          # its tuning set of labelled cases (None: the lab's, data/judge_meta/cases.jsonl)
-    frozen_cases: str | None = None   # its frozen (held-out) set; None: the lab's frozen set when it uses the lab's tuning set
+    cases: str | None = None      # its tuning set of labelled cases (None: the lab's, data/judge_meta/cases.jsonl)
+    frozen_cases: str | tuple | None = None   # held-out sets of a judge with its own `cases`; the lab's: frozen*_cases.jsonl
+    development_sets: tuple = ()  # file names of labelled sets it was adjusted on besides its tuning set: reported, not held out
 
     def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
 
@@ -188,16 +189,17 @@ class Judge:
         return resolve_path(cases or self.cases or DEFAULT_CASES)
 
     def case_sets(self, cases=None) -> dict:
-        """The labelled sets it is checked on: `{"cases": <file>}` when a file is given; else `tuning` (`cases_path()`) and, when
-        its file exists, `frozen` (`frozen_path()`: none for a judge with its own `cases` that declares no `frozen_cases`)."""
+        """The labelled sets it is checked on, by name: `{"cases": <file>}` for a given file; else `tuning` and each further set that
+        exists, named by its file: every `data/judge_meta/frozen*_cases.jsonl`, or for a judge with its own `cases` its `frozen_cases`."""
         if cases: return {"cases": resolve_path(cases)}
-        frozen = self.frozen_path()
-        return {"tuning": self.cases_path(), **({"frozen": frozen} if frozen is not None and frozen.exists() else {})}
+        own = (self.frozen_cases,) if isinstance(self.frozen_cases, str) else self.frozen_cases or ()
+        more = resolve_path(DEFAULT_CASES).parent.glob("frozen*_cases.jsonl") if self.cases is None else map(resolve_path, own)
+        return {"tuning": self.cases_path(), **{p.name.removesuffix("_cases.jsonl"): p for p in
+                                                sorted(more, key=lambda p: (len(p.name), p.name)) if p.exists()}}
 
-    def frozen_path(self):
-        "Its frozen set's file (which may not exist yet), or None when it declares none."
-        frozen = self.frozen_cases or (DEFAULT_FROZEN_CASES if self.cases is None else None)
-        return resolve_path(frozen) if frozen else None
+    def held_out(self, path) -> bool:
+        "Whether a labelled set is held out for this judge: neither its tuning set nor one of its `development_sets`."
+        return Path(path) != self.cases_path() and Path(path).name not in self.development_sets
 
     def verdict(self, inst: Instance, j: Judgment) -> float:
         "1.0 correct / 0.0 wrong under this judge's own scale, NaN for a failed judgment (never 0)."
@@ -260,18 +262,14 @@ class ProxyJudge(Judge):
 
 
 class WildGraphBenchJudge(Judge):
-    """LLM judge, the lab's reading of WildGraphBench's answer metrics: single-/multi-fact accuracy (binary equivalence, a
-    partial answer is wrong — as the benchmark's released evaluator) and summary statement P / R / F1 (extract the answer's
-    statements, then match them to the gold statements). Where it departs from the released evaluator (`tools/eval.py`,
-    whose rules `fanin.wgb_eval` applies as they are; listed on its setting card as `departs_from`):
-    - statements are split from the answer alone, with no cap and no de-duplication (eval.py gives the question, keeps at
-      most 20 and removes duplicates);
-    - recall matches gold statements to answer statements (eval.py checks each gold statement against the whole answer);
-    - precision matches answer statements to gold statements (eval.py checks them against the gold answer paragraph, which
-      the released summary records lack: there its precision is always 0);
-    - an answer with no statements has P undefined and R = F1 = 0 (eval.py: P = R = F1 = 0);
-    - a summary counts as correct when R >= 50 (eval.py: only when P = R = 1);
-    - a failed call is recorded and never scored (eval.py scores it 0); an empty answer goes to the model (eval.py: 0)."""
+    """LLM judge, the lab's reading of WildGraphBench's answer metrics: fact accuracy (binary; a partial answer is wrong, as in
+    the benchmark's released evaluator `tools/eval.py`, whose rules `fanin.wgb_eval` applies) and summary statement P / R / F1
+    (extract the answer's statements, match them to the gold statements). Where it departs from eval.py (also its setting's
+    `departs_from`): statements are split without the question, uncapped, duplicates kept (eval.py: question given, at most
+    20, no duplicates); recall and precision match statement to statement (eval.py: each gold statement against the whole
+    answer, each answer statement against the gold answer paragraph — absent from the released summary records, so its
+    precision is 0 there); no statements: P undefined, R = F1 = 0 (eval.py: P = R = F1 = 0); a summary is correct at R >= 50
+    (eval.py: P = R = 1); a failed call is recorded, never scored (eval.py: 0); an empty answer goes to the model (eval.py: 0)."""
     kind = "llm"
 
     def __init__(self, name: str = "wgb_llm", fact_prompt="judge_fact", extract_prompt="judge_statements",
@@ -499,8 +497,7 @@ def answer_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 # %% ../../nbs/13_judges.ipynb #jccode01
 CASE_FIELDS = ("id", "qtype", "question", "reference", "statements", "answer", "label")
-# answers that say nothing, whose false positives judge_check counts (and `copied_example`'s, where a set has that kind)
-DEGENERATE_KINDS = ("empty", "repeat_question", "refusal")
+DEGENERATE_KINDS = ("empty", "repeat_question", "refusal")   # false positives counted (and copied_example's, where a set has it)
 CASE_QTYPES = ("single-fact", "multi-fact", "summary", "FB", "MC", "MS", "TF", "OE")   # WildGraphBench's and GraphRAG-Bench's types
 
 
@@ -528,8 +525,6 @@ def load_cases(path) -> list[dict]:
 
 def judge_check(judge: Judge, cases: list[dict], llm: LLM | None = None) -> tuple[pd.DataFrame, dict]:
     "Run `judge` over labelled cases; returns (one row per case with the judge's verdict, summary: n, accuracy, kappa, failed, by kind)."
-    from sklearn.metrics import cohen_kappa_score
-    rows = []
     def one(c):
         inst = Instance(id=c["id"], dataset="judge_meta", domain="", query=c["question"], qtype=c["qtype"],
                         answer=c["reference"] or None, gold_statements=list(c["statements"]), fan_in=0)
@@ -539,20 +534,24 @@ def judge_check(judge: Judge, cases: list[dict], llm: LLM | None = None) -> tupl
                 "verdict": judge.verdict(inst, j), "error": j.error, "scores": j.scores}
     rows = llm.map(one, cases) if (llm is not None and judge.kind == "llm") else [one(c) for c in cases]
     df = pd.DataFrame(rows)
-    ok = df[df.verdict.notna()]
-    agree = (df.verdict == df.label)
+    return df, case_agreement(df)
+
+
+def case_agreement(df: pd.DataFrame) -> dict:
+    "Agreement of verdicts with labels (rows of `judge_check`, of one set or several pooled): n, accuracy, kappa, failed, by kind."
+    from sklearn.metrics import cohen_kappa_score
+    ok, agree = df[df.verdict.notna()], (df.verdict == df.label)
     kappa = float(cohen_kappa_score(ok.label, ok.verdict.astype(int))) if len(ok) and ok.label.nunique() > 1 else math.nan
     by_kind = {k: round(float(g.mean()), 3) for k, g in agree.groupby(df.kind)} if "kind" in df else {}
     kinds = DEGENERATE_KINDS + tuple(k for k in ("copied_example",) if k in set(df.kind))
     false_pos = {k: int(((df.kind == k) & (df.verdict == 1) & (df.label == 0)).sum()) for k in kinds}
-    return df, {"n": len(df), "judged": int(len(ok)), "failed": int(len(df) - len(ok)), "accuracy": float(agree.mean()),
-                "kappa": kappa, "by_kind": by_kind, "false_positives_degenerate": false_pos}
+    return {"n": len(df), "judged": int(len(ok)), "failed": int(len(df) - len(ok)), "accuracy": float(agree.mean()),
+            "kappa": kappa, "by_kind": by_kind, "false_positives_degenerate": false_pos}
 
 
-DEFAULT_CASES = "data/judge_meta/cases.jsonl"                 # the tuning set: judges and rules were adjusted on it
-DEFAULT_FROZEN_CASES = "data/judge_meta/frozen_cases.jsonl"   # the frozen set: written apart, never tuned on
+DEFAULT_CASES = "data/judge_meta/cases.jsonl"   # the tuning set; the held-out sets are data/judge_meta/frozen*_cases.jsonl
 MIN_ACCURACY, MIN_KAPPA = 0.8, 0.6
-_AGREEMENT: dict[str, dict] = {}
+_AGREEMENT: dict[str, tuple] = {}
 
 
 def meets_bar(accuracy: float, kappa: float | None, min_accuracy: float = MIN_ACCURACY, min_kappa: float = MIN_KAPPA) -> bool:
@@ -563,33 +562,37 @@ def meets_bar(accuracy: float, kappa: float | None, min_accuracy: float = MIN_AC
 
 def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accuracy: float = MIN_ACCURACY,
                     min_kappa: float = MIN_KAPPA) -> dict:
-    """The judge's agreement with labelled cases, for setting cards: each set it is checked on (`Judge.case_sets`) under `sets`,
-    computed once per judge x judge model x file version; the top-level figures and `validated` are the frozen set's when
-    there is one (`validated_on`), else the tuning set's: a judge tuned on one set is validated on the one it never saw."""
-    uses, sets = llm if judge.kind == "llm" else None, {}
+    """The judge's agreement with labelled cases, for setting cards: each set it is checked on (`Judge.case_sets`, computed once
+    per judge x judge model x file version) under `sets`, marked `held_out` (`Judge.held_out`); the top-level figures and
+    `validated` are its held-out sets' pooled (`validated_on` names them), else its tuning set's (or the given file's)."""
+    fig = lambda s, cases: {"cases": cases, "n": s["n"], "judged": s["judged"], "accuracy": round(s["accuracy"], 3),
+                            "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 3), "failed": s["failed"]}
+    uses, sets, frames = llm if judge.kind == "llm" else None, {}, {}
     for name, path in judge.case_sets(cases).items():
         key = config_hash({"judge": judge.setting(), "llm": uses.setting() if uses else None, "cases": str(path),
                            "mtime": path.stat().st_mtime if path.exists() else None})
         if key not in _AGREEMENT:
-            _, s = judge_check(judge, load_cases(path), uses)
-            _AGREEMENT[key] = {"cases": str(path.name), "n": s["n"], "judged": s["judged"], "accuracy": round(s["accuracy"], 3),
-                               "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 3), "failed": s["failed"]}
-        sets[name] = dict(_AGREEMENT[key])
-    on = "frozen" if "frozen" in sets else next(iter(sets))
-    return {**sets[on], "validated": meets_bar(sets[on]["accuracy"], sets[on]["kappa"], min_accuracy, min_kappa),
-            "min_accuracy": min_accuracy, "min_kappa": min_kappa, "validated_on": on, "sets": sets}
+            df, s = judge_check(judge, load_cases(path), uses)
+            _AGREEMENT[key] = (df, fig(s, path.name))
+        frames[name], sets[name] = _AGREEMENT[key][0], {**_AGREEMENT[key][1], "held_out": judge.held_out(path)}
+    on = [n for n in sets if sets[n]["held_out"]] or [next(iter(sets))]
+    top = sets[on[0]] if len(on) == 1 else fig(case_agreement(pd.concat([frames[n] for n in on])), "+".join(on))
+    return {**{k: v for k, v in top.items() if k != "held_out"}, "validated": meets_bar(top["accuracy"], top["kappa"],
+            min_accuracy, min_kappa), "min_accuracy": min_accuracy, "min_kappa": min_kappa, "validated_on": "+".join(on), "sets": sets}
 
 
 def agreement_label(a: dict | None) -> str:
-    """How a setting card states a judge's agreement: each set's accuracy and kappa, the set the flag follows first, and the
-    bar; flagged when below it ('frozen set: acc 0.85, kappa 0.671 on 108 labelled cases; tuning set: ... (validated: ...)')."""
+    """How a setting card states a judge's agreement: the figures the flag follows (its held-out sets pooled), each set's, and
+    the bar; flagged when below it ('held out (frozen+frozen2): acc 0.85, kappa 0.671 on 216 labelled cases; tuning: ...')."""
     if not a: return "agreement not measured"
-    def figures(x):
-        f = f"acc {x['accuracy']:.2f}, kappa {x['kappa'] if x['kappa'] is not None else 'nan'} on {x['n']} labelled cases"
-        return f + (f" ({x['failed']} of them not judged: counted as disagreement)" if x.get("failed") else "")
-    sets = a.get("sets") or {}
-    on = f" on the {a['validated_on']} set" if len(sets) > 1 else ""
-    s = "; ".join(f"{n} set: {figures(sets[n])}" for n in sorted(sets, key=lambda n: n != a["validated_on"])) if on else figures(a)
+    figures = lambda x: (f"acc {x['accuracy']:.2f}, kappa {x['kappa'] if x['kappa'] is not None else 'nan'} on {x['n']} labelled "
+                         f"cases" + (f" ({x['failed']} of them not judged: counted as disagreement)" if x.get("failed") else ""))
+    sets, s, on = a.get("sets") or {}, figures(a), ""
+    if len(sets) > 1:
+        held, on = a["validated_on"].split("+"), f" on {a['validated_on']}"
+        head = f"held out ({a['validated_on']})" if sets[held[0]]["held_out"] else "tuning (no held-out set)"
+        s = "; ".join([f"{head}: {s}"] + [f"{n}{'' if n == 'tuning' or sets[n]['held_out'] else ' (development)'}: "
+                                          f"{figures(sets[n])}" for n in sets if len(held) > 1 or n not in held])
     if "min_kappa" not in a:   # a record with no kappa floor: accuracy is its only bar
         return s if a["validated"] else s + f" — BELOW {a['min_accuracy']:.2f}: not a validated judge"
     if a["validated"]: return s + f" (validated: acc >= {a['min_accuracy']:.2f} and kappa >= {a['min_kappa']:.2f}{on})"
