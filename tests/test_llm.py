@@ -114,7 +114,7 @@ def test_malformed_judge_output_is_a_recorded_failure_never_zero(server, tmp_pat
     # near-JSON is repaired, not failed
     request2, key2 = llm.request(p.messages(question=inst.query, gold=inst.answer, answer="1911."), prompt_version=p.id,
                                  schema=p.schema, max_tokens=judge.max_tokens)
-    llm.cache.put(key2, request2, {"text": "```json\n{\"correct\": True,}\n```", "prompt_tokens": 5, "completion_tokens": 7, "latency_ms": 1, "model": "m"})
+    llm.cache.put(key2, request2, {"text": "```json\n{\"reason\": \"same year\", \"correct\": True,}\n```", "prompt_tokens": 5, "completion_tokens": 7, "latency_ms": 1, "model": "m"})
     j2 = judge.judge(inst, ans.model_copy(update={"text": "1911."}), llm)
     assert j2.status == "ok" and j2.scores == {"accuracy": 100.0}
 

@@ -148,7 +148,7 @@ def parse_json_reply(text: str, schema: dict | None = None) -> tuple[dict, bool]
     last = "no JSON object in the reply"
     for i, cand in enumerate(_repairs(text or "")):
         try:
-            obj = json.loads(cand)
+            obj = json.loads(cand, strict=False)   # a raw newline inside a string: llama.cpp's grammar lets a model write one
         except json.JSONDecodeError as e:
             last = f"not JSON ({e.msg} at char {e.pos})"
             continue
