@@ -45,11 +45,12 @@ def doc_text(doc) -> str:
 
 def carried_tokens(text: str, doc: str, ngram: int = CARRY_NGRAM) -> tuple[int, int]:
     """(tokens of `text` that lie in a word `ngram`-gram also found in `doc`, tokens of `text`): how much of a unit's text is
-    that document's wording. Words are lower-cased `\\w+` runs; a text that occurs verbatim in the document carries all its tokens."""
+    that document's wording. Words are lower-cased `\\w+` runs; a text that occurs verbatim in the document carries all its
+    tokens; a text shorter than `ngram` words is matched as one word sequence."""
     words = _words(text)
     if not words: return 0, 0
     if text.strip() in doc: return len(words), len(words)
-    if len(words) < ngram: return 0, len(words)
+    ngram = min(ngram, len(words))
     hit = np.isin(_hashes(words, ngram), _doc_ngrams(doc, ngram)).astype(np.int64)
     covered = np.convolve(hit, np.ones(ngram, dtype=np.int64)) > 0   # token i lies in some matching n-gram starting at i-n+1..i
     return int(covered.sum()), len(words)
