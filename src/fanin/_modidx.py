@@ -541,6 +541,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                            'fanin.llm._status': ('llm.html#_status', 'fanin/llm.py'),
                            'fanin.llm._unsupported_param': ('llm.html#_unsupported_param', 'fanin/llm.py'),
                            'fanin.llm.parse_json_reply': ('llm.html#parse_json_reply', 'fanin/llm.py'),
+                           'fanin.llm.prompt_room': ('llm.html#prompt_room', 'fanin/llm.py'),
                            'fanin.llm.request_key': ('llm.html#request_key', 'fanin/llm.py')},
             'fanin.llm_indexes': { 'fanin.llm_indexes.CommunitySystem': ('llm_indexes.html#communitysystem', 'fanin/llm_indexes.py'),
                                    'fanin.llm_indexes.CommunitySystem.__init__': ( 'llm_indexes.html#communitysystem.__init__',

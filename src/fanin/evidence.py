@@ -12,7 +12,7 @@ from difflib import SequenceMatcher
 
 from pydantic import Field
 
-from .llm import LLM, LLMError
+from .llm import LLM, LLMError, prompt_room
 from .prompts import load_prompt
 from .schema import Instance, Pack, _Record, gold_statements
 from .segment import Segment, normalise, segment_units
@@ -198,17 +198,9 @@ class LLMEvidenceJudge(EvidenceJudge):
 
     def budget(self, llm: LLM, question: str, gold: str) -> int:
         "Pack tokens one ER call can carry on `llm` (raises LLMError when the model's context window is unknown or too small)."
-        ctx = llm.context_tokens
-        if ctx is None:
-            if self.pack_tokens: return int(self.pack_tokens)
-            raise LLMError(f"evidence judge {self.name}: the context window of {llm.model!r} is unknown; set its LLM config's "
-                           f"context_tokens (e.g. judge_llm.context_tokens=128000) or the judge's pack_tokens")
-        bare = sum(llm.count_tokens(m["content"]) + 4 for m in self.er_prompt.messages(question=question, gold=gold, pack=""))
-        room = int(ctx) - bare - self.max_tokens - self.margin_tokens
-        if room <= 0:
-            raise LLMError(f"evidence judge {self.name}: no room for the pack in {ctx} tokens of {llm.model!r} (prompt {bare}, "
-                           f"reply {self.max_tokens}, margin {self.margin_tokens})")
-        return min(room, int(self.pack_tokens)) if self.pack_tokens else room
+        return prompt_room(llm, self.er_prompt.messages(question=question, gold=gold, pack=""), self.max_tokens, self.margin_tokens,
+                           self.pack_tokens, f"evidence judge {self.name}", "the pack",
+                           "its LLM config's context_tokens (e.g. judge_llm.context_tokens=128000) or the judge's pack_tokens")
 
     def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
         segs, cut = pack_segments(pack, self.max_segments)

@@ -31,7 +31,7 @@ if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
 # %% auto #0
 __all__ = ['LEDGER_FIELDS', 'STRUCTURED_MODES', 'LLMError', 'EndpointError', 'request_key', 'LLMCache', 'Ledger',
-           'parse_json_reply', 'Reply', 'EmptyReply', 'LLM']
+           'parse_json_reply', 'Reply', 'EmptyReply', 'LLM', 'prompt_room']
 
 # %% ../../nbs/11_llm.ipynb #11e59665
 class LLMError(RuntimeError):
@@ -559,3 +559,20 @@ def map(self: LLM, fn: Callable, items: Sequence) -> list:
     except BaseException:
         ex.shutdown(wait=False, cancel_futures=True); raise
     finally: ex.shutdown(wait=False)
+
+# %% ../../nbs/11_llm.ipynb #d78fd76b
+def prompt_room(llm, messages: list[dict], reply_tokens: int, margin_tokens: int, cap: int | None, who: str, what: str,
+                fixes: str) -> int:
+    """Tokens of `what` one call can carry on `llm`: its context window - the prompt without it (`messages`, built with `what`
+    empty; 4 tokens of framing a message) - `reply_tokens` - `margin_tokens`, at most `cap`. An unknown window gives `cap` when it
+    is set, else an LLMError naming `fixes` (the settings that set it); no room left is an LLMError too."""
+    ctx = llm.context_tokens
+    if ctx is None:
+        if cap: return int(cap)
+        raise LLMError(f"{who}: the context window of {llm.model!r} is unknown; set {fixes}")
+    bare = sum(llm.count_tokens(m["content"]) + 4 for m in messages)
+    room = int(ctx) - bare - int(reply_tokens) - int(margin_tokens)
+    if room <= 0:
+        raise LLMError(f"{who}: no room for {what} in {ctx} tokens of {llm.model!r} (prompt {bare}, reply {reply_tokens}, "
+                       f"margin {margin_tokens}); raise the context or lower the reply's max_tokens")
+    return min(room, int(cap)) if cap else room

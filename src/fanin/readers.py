@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .llm import LLM, EndpointError, LLMError
+from .llm import LLM, EndpointError, LLMError, prompt_room
 from .prompts import Prompt, load_prompt
 from .schema import Answer, Instance, Pack, Unit
 
@@ -72,17 +72,9 @@ class Reader:
 
     def budget(self, llm: LLM, question: str) -> int:
         "Evidence tokens this question's prompt can carry on `llm`: context - prompt without evidence - answer - margin."
-        ctx = llm.context_tokens
-        if ctx is None:
-            if self.evidence_tokens: return int(self.evidence_tokens)
-            raise LLMError(f"reader {self.name}: the context window of {llm.model!r} is unknown; set its LLM config's "
-                           f"context_tokens (e.g. reader_llm.context_tokens=128000) or reader.evidence_tokens")
-        bare = sum(llm.count_tokens(m["content"]) + 4 for m in self.prompt.messages(question=question, evidence=""))
-        room = int(ctx) - bare - self.max_tokens - self.margin_tokens
-        if room <= 0:
-            raise LLMError(f"reader {self.name}: no room for evidence in {ctx} tokens of {llm.model!r} (prompt {bare}, "
-                           f"answer {self.max_tokens}, margin {self.margin_tokens}); raise the context or lower reader.max_tokens")
-        return min(room, int(self.evidence_tokens)) if self.evidence_tokens else room
+        return prompt_room(llm, self.prompt.messages(question=question, evidence=""), self.max_tokens, self.margin_tokens,
+                           self.evidence_tokens, f"reader {self.name}", "evidence",
+                           "its LLM config's context_tokens (e.g. reader_llm.context_tokens=128000) or reader.evidence_tokens")
 
     def messages(self, llm: LLM, inst: Instance, pack: Pack, hint: str = "") -> tuple[list[dict], Prompt, dict]:
         if pack.system == "closed_book":
