@@ -99,3 +99,21 @@ def test_fan_in_mismatch_is_reported_not_silently_fixed(tmp_path):
     assert list(rep.severity) == ["warning"] and "spans 2 documents" in rep.iloc[0].problem
     inst = [i for i in ds.instances() if i.id == "ml-002"][0]
     assert inst.fan_in == 2 and inst.meta["declared_fan_in"] == 3
+
+
+def test_a_summary_units_segments_belong_to_the_documents_they_carry(tiny_overrides):
+    """The pipeline gives the evidence judges the corpus: a summary unit (citing several documents) earns, segment by segment,
+    only the documents whose wording it carries; without the corpus a judge keeps the unit's own document."""
+    from fanin.config import compose
+    from fanin.pipeline import load_dataset
+    from fanin.schema import Unit
+    ds = load_dataset(compose(tiny_overrides))
+    inst = next(i for i in ds.instances() if len(i.gold_docs) >= 2)
+    corpus = ds.corpus(inst.domain)
+    a, b = inst.gold_docs[:2]
+    words = corpus[a].text.split()
+    summary = Unit(doc_id=a, text=" ".join(words[: min(60, len(words))]), score=1.0, rank=1, meta={"doc_ids": [a, b]})
+    pack = Pack(instance_id=inst.id, system="raptor", units=[summary])
+    carried = DocumentEvidenceJudge().judge(pack, inst, texts=corpus)
+    assert {s["doc_id"] for s in carried.segments} == {a}
+    assert carried.er == 1 / len(set(inst.gold_docs))

@@ -222,6 +222,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'fanin.evidence.QuoteEvidenceJudge.__init__': ( 'evidence.html#quoteevidencejudge.__init__',
                                                                                 'fanin/evidence.py'),
                                 'fanin.evidence.QuoteEvidenceJudge.judge': ('evidence.html#quoteevidencejudge.judge', 'fanin/evidence.py'),
+                                'fanin.evidence._carried_segment': ('evidence.html#_carried_segment', 'fanin/evidence.py'),
                                 'fanin.evidence._covered_chars': ('evidence.html#_covered_chars', 'fanin/evidence.py'),
                                 'fanin.evidence._ratio': ('evidence.html#_ratio', 'fanin/evidence.py'),
                                 'fanin.evidence.gold_units': ('evidence.html#gold_units', 'fanin/evidence.py'),

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 import math
 import re
 from difflib import SequenceMatcher
@@ -15,6 +16,7 @@ from pydantic import Field
 from .llm import LLM, LLMError, prompt_room
 from .prompts import load_prompt
 from .schema import Instance, Pack, _Record, gold_statements
+from .metrics import carried_tokens, carries, doc_text
 from .segment import Segment, normalise, segment_units
 
 # %% auto #0
@@ -46,10 +48,29 @@ class EvidenceJudgment(_Record):
     segments: list[dict] = Field(default_factory=list)  # {"i": i, "doc_id": ..., "supporting": bool, ...}
 
 
-def pack_segments(pack: Pack, max_segments: int = 2000) -> tuple[list[Segment], int]:
-    "The pack's canonical segments (unit order, duplicates removed, capped); returns (segments, how many were cut)."
+def pack_segments(pack: Pack, max_segments: int = 2000, texts=None) -> tuple[list[Segment], int]:
+    """The pack's canonical segments (unit order, duplicates removed, capped); returns (segments, how many were cut). With `texts`
+    (the corpus: doc id -> `Document` or text), a segment of a summary unit (one listing `meta['doc_ids']`) belongs to the cited
+    document whose wording it carries most (`metrics.carried_tokens`, under the bar of `metrics.carries`), or to none ('') when
+    it carries none: a summary earns a document only where it carries its content, as in `metrics.unit_docs`."""
     segs, info = segment_units(pack.units, max_segments)
+    if texts is not None:
+        units = {u.rank: u for u in pack.units}
+        segs = [_carried_segment(s, units.get(s.unit_rank), texts) for s in segs]
     return segs, info["segments_cut"]
+
+
+def _carried_segment(s: Segment, unit, texts) -> Segment:
+    cited = list(unit.meta.get("doc_ids") or []) if unit is not None else []
+    if not cited: return s
+    best, most = "", 0
+    for d in cited:
+        if d not in texts: continue
+        doc = doc_text(texts[d])
+        if carries(s.text, doc):
+            c, _ = carried_tokens(s.text, doc)
+            if c > most: best, most = d, c
+    return replace(s, doc_id=best)
 
 
 def seen(pack: Pack, segs: list[Segment], shown_chars: int | None = None, shown_segments: int | None = None) -> dict:
@@ -67,14 +88,15 @@ def _ratio(num: int, den: int) -> float | None:
 
 
 class EvidenceJudge:
-    """The evidence-judge contract: `judge(pack, inst, llm)` -> an EvidenceJudgment (ER / EP of one pack). `kind` declares
+    """The evidence-judge contract: `judge(pack, inst, llm, texts)` -> an EvidenceJudgment (ER / EP of one pack; `texts`, the
+    corpus, lets a summary unit's segments belong to the documents whose content they carry: `pack_segments`). `kind` declares
     whether it calls an LLM (`"llm"`: the pipeline starts one and judges the answer sample only) or not (`"deterministic"`:
     every question, no model started)."""
     name, kind = "evidence", "deterministic"
 
     def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
 
-    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
+    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None, texts=None) -> EvidenceJudgment:
         raise NotImplementedError
 
 
@@ -85,8 +107,8 @@ class DocumentEvidenceJudge(EvidenceJudge):
     def __init__(self, name: str = "document", max_segments: int = 2000):
         self.name, self.max_segments = name, max_segments
 
-    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
-        segs, cut = pack_segments(pack, self.max_segments)
+    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None, texts=None) -> EvidenceJudgment:
+        segs, cut = pack_segments(pack, self.max_segments, texts)
         gold = list(dict.fromkeys(inst.gold_docs))
         docs = {s.doc_id for s in segs}
         g = [{"unit": i, "doc_id": d, "covered": d in docs} for i, d in enumerate(gold)]
@@ -124,8 +146,8 @@ class QuoteEvidenceJudge(EvidenceJudge):
         self.name, self.cover_threshold, self.min_block = name, cover_threshold, min_block
         self.support_fraction, self.support_chars, self.max_segments = support_fraction, support_chars, max_segments
 
-    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
-        segs, cut = pack_segments(pack, self.max_segments)
+    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None, texts=None) -> EvidenceJudgment:
+        segs, cut = pack_segments(pack, self.max_segments, texts)
         base = dict(instance_id=inst.id, system=pack.system, judge=self.name, n_segments=len(segs), segments_cut=cut,
                     **seen(pack, segs))
         quotes = [(q["doc_id"], normalise(q["quote"])) for q in inst.gold_quotes]
@@ -202,8 +224,8 @@ class LLMEvidenceJudge(EvidenceJudge):
                            self.pack_tokens, f"evidence judge {self.name}", "the pack",
                            "its LLM config's context_tokens (e.g. judge_llm.context_tokens=128000) or the judge's pack_tokens")
 
-    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None) -> EvidenceJudgment:
-        segs, cut = pack_segments(pack, self.max_segments)
+    def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None, texts=None) -> EvidenceJudgment:
+        segs, cut = pack_segments(pack, self.max_segments, texts)
         base = dict(instance_id=inst.id, system=pack.system, judge=self.name, n_segments=len(segs), segments_cut=cut)
         units = gold_units(inst)
         if not units: return EvidenceJudgment(**base, status="failed", error="instance has no gold units")

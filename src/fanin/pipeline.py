@@ -362,11 +362,13 @@ def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
         judge = make_evidence_judge(node)
         uses_llm = judge.kind == "llm"
         todo = [i for i in insts if (i.id in sample if uses_llm else True)]
+        texts = {}   # each domain's corpus: a summary unit's segment belongs to the document whose content it carries
         def one(inst):
             if inst.id not in packs:
                 return EvidenceJudgment(instance_id=inst.id, system=cfg.system.name, judge=judge.name, status="failed",
                                         error="no pack: the retrieve stage failed for this question")
-            return judge.judge(packs[inst.id], inst, llm)
+            if inst.domain not in texts: texts[inst.domain] = ds.corpus(inst.domain)
+            return judge.judge(packs[inst.id], inst, llm, texts=texts[inst.domain])
         js = [one(i) for i in _progress(cfg, todo, desc=f"evidence {judge.name} {cfg.system.name}", leave=False)]
         write_jsonl(folder / f"evidence-{judge.name}.jsonl.gz", js)
         by_id = {i.id: i for i in todo}
