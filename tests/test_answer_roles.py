@@ -47,6 +47,9 @@ def test_judge_only_rerun_with_another_judge_model_keeps_the_answers(tiny_overri
         assert set(m.judge_model) == {"rules", "judge-b"} and (m.status == "ok").all()
         man = json.loads((next(adir.glob("judged-wgb_llm-*")) / "manifest.json").read_text())
         assert man["llm"]["model"] == "judge-b" and man["llm"]["endpoint"] == jb.base_url
+        # the answer table's card names where the LLM judge departs from the benchmark's released evaluator
+        from fanin.lab_report import answer_setting_line
+        assert "departs from WildGraphBench tools/eval.py" in answer_setting_line([run])
 
 
 def tiny_overrides_root(ov):

@@ -107,7 +107,9 @@ def answer_setting_line(folders) -> str:
     shown = sum(m.get("questions", 0) - m.get("failed", 0) for m in am)
     trunc = sum(m.get("truncated", 0) for m in am)
     judges = sorted({f"{j['judge']}[{'rules' if j['kind'] == 'proxy' else 'llm ' + j.get('model', '?') + ' ' + ','.join(j.get('prompts', []))}; "
-                     f"{agreement_label(j.get('agreement'))}]" for m in am for j in m.get("judges", [])})
+                     f"{agreement_label(j.get('agreement'))}"
+                     + (f"; departs from {j['departs_from']}" if j.get("departs_from") else "") + "]"
+                     for m in am for j in m.get("judges", [])})
     retrieval = setting_line(manifests(folders)).replace("; judge=deterministic document-level", "")
     return (f"{retrieval}; reader={', '.join(readers)}; reader model={', '.join(llms)}; packs shown whole: {shown - trunc} of "
             f"{shown} answers ({trunc} truncated); judges={', '.join(judges)}; LLM requests={tot['requests']} server calls={tot['calls']} "
