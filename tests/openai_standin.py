@@ -37,7 +37,9 @@ class StandIn:
 
     def __init__(self, model: str = "standin-1", reasoning: bool = False, no_json_schema: bool = False,
                  fault: str | None = None, reply: Callable[[dict], str] = _default_reply, list_models: bool = True,
-                 embed: Callable[[str], list[float]] = hashed_embedding, embed_errors: list[int] | None = None):
+                 embed: Callable[[str], list[float]] = hashed_embedding, embed_errors: list[int] | None = None,
+                 max_model_len: int | None = None):
+        self.max_model_len = max_model_len   # reported in /v1/models as vLLM does (None: not reported, as most servers)
         self.model, self.reasoning, self.no_json_schema, self.fault = model, reasoning, no_json_schema, fault
         self.reply, self.list_models, self.embed, self.embed_errors = reply, list_models, embed, list(embed_errors or [])
         self.requests: list[dict] = []
@@ -57,7 +59,9 @@ class StandIn:
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
                     if not outer.list_models: return self._send(404, {"error": {"message": "not found"}})
-                    return self._send(200, {"object": "list", "data": [{"id": outer.model, "object": "model"}]})
+                    entry = {"id": outer.model, "object": "model"}
+                    if outer.max_model_len: entry["max_model_len"] = outer.max_model_len
+                    return self._send(200, {"object": "list", "data": [entry]})
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
             def do_POST(self):

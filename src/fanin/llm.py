@@ -31,7 +31,7 @@ if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
 # %% auto #0
 __all__ = ['LEDGER_FIELDS', 'STRUCTURED_MODES', 'LLMError', 'EndpointError', 'request_key', 'LLMCache', 'Ledger',
-           'parse_json_reply', 'Reply', 'EmptyReply', 'LLM', 'prompt_room']
+           'parse_json_reply', 'Reply', 'EmptyReply', 'LLM', 'known_context_tokens', 'prompt_room']
 
 # %% ../../nbs/11_llm.ipynb #11e59665
 class LLMError(RuntimeError):
@@ -263,6 +263,7 @@ class LLM:
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
         self.concurrency, self.structured = max(1, int(concurrency)), structured
         self._context_tokens, self.tokenizer_name = context_tokens, tokenizer
+        self._reported_context: int | None = None   # the window the server reports (vLLM's max_model_len), learnt at preflight
         self.preflight_enabled, self.preflight_timeout_s = preflight, preflight_timeout_s
         self.cache = LLMCache(cache_path) if cache_path else None
         self.ledger = ledger if ledger is not None else Ledger()
@@ -308,12 +309,34 @@ class LLM:
             self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "unused", max_retries=0, timeout=self.timeout_s)
         return self._client
 
+# %% ../../nbs/11_llm.ipynb #d14588a3
+_KNOWN_WINDOWS: dict | None = None
+
+
+def known_context_tokens(model: str) -> tuple[int, str] | None:
+    "(context window, source) of a well-known model from `configs/context_windows.yaml`, or None."
+    global _KNOWN_WINDOWS
+    if _KNOWN_WINDOWS is None:
+        import yaml
+        from fanin.config import config_dir
+        rows = (yaml.safe_load((config_dir() / "context_windows.yaml").read_text(encoding="utf-8")) or {}).get("models") or {}
+        _KNOWN_WINDOWS = {str(k).lower(): (int(v["tokens"]), str(v["source"])) for k, v in rows.items()}
+    name = str(model or "").lower().rsplit("/", 1)[-1]
+    for cand in (name, re.sub(r"-\d{4}-\d{2}-\d{2}$", "", name), re.sub(r"-(latest|\d{4})$", "", name)):
+        if cand in _KNOWN_WINDOWS: return _KNOWN_WINDOWS[cand]
+    return None
+
 # %% ../../nbs/11_llm.ipynb #06971e10_1_s0
 @patch(as_prop=True)
 def context_tokens(self: LLM) -> int | None:
-    "The model's context window: the embedded server's n_ctx, else the configured `context_tokens` (None when unset)."
+    """The model's context window, from the first that knows it: the configured `context_tokens`, the embedded server's n_ctx,
+    the window the server reported at preflight (vLLM's `max_model_len`), the lab's table of well-known models
+    (`known_context_tokens`); None when none does."""
     if self._context_tokens: return int(self._context_tokens)
-    return int(self.server.n_ctx) if self.server is not None else None
+    if self.server is not None: return int(self.server.n_ctx)
+    if self._reported_context: return int(self._reported_context)
+    known = known_context_tokens(self.model)
+    return known[0] if known else None
 
 @patch(as_prop=True)
 def tokenizer(self: LLM) -> str:
@@ -398,7 +421,10 @@ def _preflight(self: LLM):
     where = f"endpoint {self.base_url or self.endpoint} (model {self.model!r})"
     try:
         c = self.client().with_options(timeout=self.preflight_timeout_s)
-        served = [m.id for m in c.models.list()]
+        listing = list(c.models.list())
+        served = [m.id for m in listing]
+        for m in listing:   # vLLM reports the served window; the OpenAI client keeps unknown fields in model_extra
+            if m.id == self.model: self._reported_context = (getattr(m, "model_extra", None) or {}).get("max_model_len")
     except EndpointError: raise
     except openai.APIStatusError as e:
         if e.status_code in (401, 403):

@@ -41,7 +41,8 @@ __all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_f
            'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
            'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows', 'stage_judge',
            'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm',
-           'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
+           'require_context', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system',
+           'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -407,6 +408,23 @@ def needs_llm(cfg: DictConfig, stages: Sequence[str], role: str) -> bool:
     return "evidence" in stages and any(make_evidence_judge(n).kind == "llm" for n in evidence_judge_nodes(cfg))
 
 
+def require_context(cfg: DictConfig, stages: Sequence[str], role: str, llm: LLM) -> None:
+    """Stop before any work when a stage sizes its prompts by a model's context window that nothing gives: the reader (unless
+    `reader.evidence_tokens` caps it) or an LLM evidence judge (unless its `pack_tokens` does). An endpoint's window is asked of
+    the server first (the preflight reads vLLM's `max_model_len`); the error names the setting that fixes it."""
+    if role == "reader": sized = "answer" in stages and not cfg.reader.get("evidence_tokens")
+    elif role == "llm": sized = "evidence" in stages and any(make_evidence_judge(n).kind == "llm" and not n.get("pack_tokens")
+                                                          for n in evidence_judge_nodes(cfg))
+    else: sized = False
+    if not sized or llm.context_tokens is not None: return
+    llm.preflight()   # an endpoint that does not answer stops here too, before any work
+    if llm.context_tokens is None:
+        node = f"{role}_llm" if role != "llm" and cfg.get(f"{role}_llm") else "llm"
+        raise ConfigError(f"{node}.context_tokens: the context window of {llm.model!r} is unknown (not configured, not reported by "
+                          f"{llm.endpoint}, not in configs/context_windows.yaml); set {node}.context_tokens=<the served model's "
+                          f"window in tokens>, e.g. {node}.context_tokens=32768")
+
+
 def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
     "True when a stage will call an LLM: answering, judging with an LLM judge, or an LLM evidence judge."
     return any(needs_llm(cfg, stages, r) for r in ROLES)
@@ -557,6 +575,7 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     started = list({id(llms[r]): llms[r] for r in need}.values())
     try:
         for x in started: x.__enter__()
+        for r in need: require_context(cfgs[0], stages, r, llms[r])   # before any system runs
         for cfg in cfgs:
             same = ds is not None and OmegaConf.to_container(cfg.dataset) == OmegaConf.to_container(cfgs[0].dataset)
             ds = ds if same else load_dataset(cfg)   # a system may override dataset.* (rare): then its own data
