@@ -13,7 +13,8 @@ from difflib import SequenceMatcher
 
 from pydantic import Field
 
-from .llm import LLM, LLMError, prompt_room
+from .context import prompt_room
+from .llm import LLM, LLMError
 from .prompts import load_prompt
 from .schema import Instance, Pack, _Record, gold_statements
 from .metrics import carried_tokens, carries, doc_text

@@ -31,7 +31,7 @@ if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
 # %% auto #0
 __all__ = ['LEDGER_FIELDS', 'STRUCTURED_MODES', 'LLMError', 'EndpointError', 'request_key', 'LLMCache', 'Ledger',
-           'parse_json_reply', 'Reply', 'EmptyReply', 'LLM', 'known_context_tokens', 'prompt_room']
+           'parse_json_reply', 'Reply', 'EmptyReply', 'LLM']
 
 # %% ../../nbs/11_llm.ipynb #11e59665
 class LLMError(RuntimeError):
@@ -309,23 +309,6 @@ class LLM:
             self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "unused", max_retries=0, timeout=self.timeout_s)
         return self._client
 
-# %% ../../nbs/11_llm.ipynb #d14588a3
-_KNOWN_WINDOWS: dict | None = None
-
-
-def known_context_tokens(model: str) -> tuple[int, str] | None:
-    "(context window, source) of a well-known model from `configs/context_windows.yaml`, or None."
-    global _KNOWN_WINDOWS
-    if _KNOWN_WINDOWS is None:
-        import yaml
-        from fanin.config import config_dir
-        rows = (yaml.safe_load((config_dir() / "context_windows.yaml").read_text(encoding="utf-8")) or {}).get("models") or {}
-        _KNOWN_WINDOWS = {str(k).lower(): (int(v["tokens"]), str(v["source"])) for k, v in rows.items()}
-    name = str(model or "").lower().rsplit("/", 1)[-1]
-    for cand in (name, re.sub(r"-\d{4}-\d{2}-\d{2}$", "", name), re.sub(r"-(latest|\d{4})$", "", name)):
-        if cand in _KNOWN_WINDOWS: return _KNOWN_WINDOWS[cand]
-    return None
-
 # %% ../../nbs/11_llm.ipynb #06971e10_1_s0
 @patch(as_prop=True)
 def context_tokens(self: LLM) -> int | None:
@@ -335,6 +318,7 @@ def context_tokens(self: LLM) -> int | None:
     if self._context_tokens: return int(self._context_tokens)
     if self.server is not None: return int(self.server.n_ctx)
     if self._reported_context: return int(self._reported_context)
+    from fanin.context import known_context_tokens
     known = known_context_tokens(self.model)
     return known[0] if known else None
 
@@ -585,20 +569,3 @@ def map(self: LLM, fn: Callable, items: Sequence) -> list:
     except BaseException:
         ex.shutdown(wait=False, cancel_futures=True); raise
     finally: ex.shutdown(wait=False)
-
-# %% ../../nbs/11_llm.ipynb #d78fd76b
-def prompt_room(llm, messages: list[dict], reply_tokens: int, margin_tokens: int, cap: int | None, who: str, what: str,
-                fixes: str) -> int:
-    """Tokens of `what` one call can carry on `llm`: its context window - the prompt without it (`messages`, built with `what`
-    empty; 4 tokens of framing a message) - `reply_tokens` - `margin_tokens`, at most `cap`. An unknown window gives `cap` when it
-    is set, else an LLMError naming `fixes` (the settings that set it); no room left is an LLMError too."""
-    ctx = llm.context_tokens
-    if ctx is None:
-        if cap: return int(cap)
-        raise LLMError(f"{who}: the context window of {llm.model!r} is unknown; set {fixes}")
-    bare = sum(llm.count_tokens(m["content"]) + 4 for m in messages)
-    room = int(ctx) - bare - int(reply_tokens) - int(margin_tokens)
-    if room <= 0:
-        raise LLMError(f"{who}: no room for {what} in {ctx} tokens of {llm.model!r} (prompt {bare}, reply {reply_tokens}, "
-                       f"margin {margin_tokens}); raise the context or lower the reply's max_tokens")
-    return min(room, int(cap)) if cap else room

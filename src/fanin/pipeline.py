@@ -363,13 +363,11 @@ def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
         judge = make_evidence_judge(node)
         uses_llm = judge.kind == "llm"
         todo = [i for i in insts if (i.id in sample if uses_llm else True)]
-        texts = {}   # each domain's corpus: a summary unit's segment belongs to the document whose content it carries
         def one(inst):
             if inst.id not in packs:
                 return EvidenceJudgment(instance_id=inst.id, system=cfg.system.name, judge=judge.name, status="failed",
                                         error="no pack: the retrieve stage failed for this question")
-            if inst.domain not in texts: texts[inst.domain] = ds.corpus(inst.domain)
-            return judge.judge(packs[inst.id], inst, llm, texts=texts[inst.domain])
+            return judge.judge(packs[inst.id], inst, llm, texts=ds.corpus(inst.domain))   # datasets keep their corpora
         js = [one(i) for i in _progress(cfg, todo, desc=f"evidence {judge.name} {cfg.system.name}", leave=False)]
         write_jsonl(folder / f"evidence-{judge.name}.jsonl.gz", js)
         by_id = {i.id: i for i in todo}
@@ -409,20 +407,15 @@ def needs_llm(cfg: DictConfig, stages: Sequence[str], role: str) -> bool:
 
 
 def require_context(cfg: DictConfig, stages: Sequence[str], role: str, llm: LLM) -> None:
-    """Stop before any work when a stage sizes its prompts by a model's context window that nothing gives: the reader (unless
-    `reader.evidence_tokens` caps it) or an LLM evidence judge (unless its `pack_tokens` does). An endpoint's window is asked of
-    the server first (the preflight reads vLLM's `max_model_len`); the error names the setting that fixes it."""
-    if role == "reader": sized = "answer" in stages and not cfg.reader.get("evidence_tokens")
-    elif role == "llm": sized = "evidence" in stages and any(make_evidence_judge(n).kind == "llm" and not n.get("pack_tokens")
-                                                          for n in evidence_judge_nodes(cfg))
-    else: sized = False
+    "Before any work: the reader or an LLM evidence judge must know its model's window (the server asked first), else stop with the fix."
+    sized = ("answer" in stages and not cfg.reader.get("evidence_tokens")) if role == "reader" else role == "llm" and \
+        "evidence" in stages and any(make_evidence_judge(n).kind == "llm" and not n.get("pack_tokens") for n in evidence_judge_nodes(cfg))
     if not sized or llm.context_tokens is not None: return
-    llm.preflight()   # an endpoint that does not answer stops here too, before any work
-    if llm.context_tokens is None:
-        node = f"{role}_llm" if role != "llm" and cfg.get(f"{role}_llm") else "llm"
-        raise ConfigError(f"{node}.context_tokens: the context window of {llm.model!r} is unknown (not configured, not reported by "
-                          f"{llm.endpoint}, not in configs/context_windows.yaml); set {node}.context_tokens=<the served model's "
-                          f"window in tokens>, e.g. {node}.context_tokens=32768")
+    llm.preflight()   # asks the server (vLLM reports its window); an endpoint that does not answer stops here, before any work
+    if llm.context_tokens is not None: return
+    node = f"{role}_llm" if role != "llm" and cfg.get(f"{role}_llm") else "llm"
+    raise ConfigError(f"{node}.context_tokens: the context window of {llm.model!r} is unknown (not configured, not reported by "
+                      f"{llm.endpoint}, not in configs/context_windows.yaml); set {node}.context_tokens=<its window>, e.g. 32768")
 
 
 def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from .llm import LLM, EndpointError, LLMError, prompt_room
+from .context import prompt_room
+from .llm import LLM, EndpointError, LLMError
 from .prompts import Prompt, load_prompt
 from .schema import Answer, Instance, Pack, Unit
 
