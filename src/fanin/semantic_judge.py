@@ -126,13 +126,12 @@ class SemanticFactJudge(Judge):
         a, q = self._embed([answer, question])
         return float(a @ q) >= self.restatement
 
-    def _supports(self, text, answer, question, windows, window_vecs, ref_numbers, weighted=False):
-        "Each checked clause's (missing numbers, support); with `weighted`, paired with the clause's number of content words."
+    def _supports(self, text, answer, question, windows, window_vecs, ref_numbers):
+        "Each checked clause's (content words, (missing numbers, support))."
         clauses = reference_clauses(text) or [text]
         vecs = self._embed(clauses)
-        out = [(len(lexical_tokens(c)), s) for c, v in zip(clauses, vecs)
-               if (s := clause_support(c, answer, question, windows, window_vecs, v, ref_numbers)) is not None]
-        return out if weighted else [s for _, s in out]
+        return [(len(lexical_tokens(c)), s) for c, v in zip(clauses, vecs)
+                if (s := clause_support(c, answer, question, windows, window_vecs, v, ref_numbers)) is not None]
 
     def score(self, inst, answer, llm=None):
         text, q = answer.text, inst.query
@@ -146,14 +145,14 @@ class SemanticFactJudge(Judge):
         if inst.qtype == "summary":
             covered, weakest = [], []
             for i, g in enumerate(gold, 1):
-                sup = self._supports(g, text, q, windows, wvecs, ref_numbers, weighted=True)
+                sup = self._supports(g, text, q, windows, wvecs, ref_numbers)
                 mean = (sum(w * s for w, (_, s) in sup) / sum(w for w, _ in sup)) if sup else 1.0
                 weakest.append(round(mean, 3))
                 if all(not m for _, (m, _) in sup) and mean >= self.statement_support: covered.append(i)
             recall = len(covered) / len(gold)
             return ({"semfact_recall": 100 * recall, "semfact_correct": 100.0 * (recall >= self.summary_recall)},
                     {"covered": covered, "statement_support": weakest})
-        sup = self._supports(gold[0], text, q, windows, wvecs, ref_numbers)
+        sup = [s for _, s in self._supports(gold[0], text, q, windows, wvecs, ref_numbers)]
         missing = sorted({n for m, _ in sup for n in m})
         low = min((s for _, s in sup), default=1.0)
         return ({"semfact_support": 100 * low, "semfact_correct": 100.0 * (not missing and low >= self.fact_support)},
