@@ -628,6 +628,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'fanin.metrics._words': ('metrics.html#_words', 'fanin/metrics.py'),
                                'fanin.metrics.add_fan_in_bin': ('metrics.html#add_fan_in_bin', 'fanin/metrics.py'),
                                'fanin.metrics.aggregate': ('metrics.html#aggregate', 'fanin/metrics.py'),
+                               'fanin.metrics.carried_enough': ('metrics.html#carried_enough', 'fanin/metrics.py'),
                                'fanin.metrics.carried_tokens': ('metrics.html#carried_tokens', 'fanin/metrics.py'),
                                'fanin.metrics.carries': ('metrics.html#carries', 'fanin/metrics.py'),
                                'fanin.metrics.doc_text': ('metrics.html#doc_text', 'fanin/metrics.py'),

@@ -17,7 +17,7 @@ from .context import prompt_room
 from .llm import LLM, LLMError
 from .prompts import load_prompt
 from .schema import Instance, Pack, _Record, gold_statements
-from .metrics import carried_tokens, carries, doc_text
+from .metrics import carried_enough, carried_tokens, doc_text
 from .segment import Segment, normalise, segment_units
 
 # %% auto #0
@@ -68,9 +68,8 @@ def _carried_segment(s: Segment, unit, texts) -> Segment:
     for d in cited:
         if d not in texts: continue
         doc = doc_text(texts[d])
-        if carries(s.text, doc):
-            c, _ = carried_tokens(s.text, doc)
-            if c > most: best, most = d, c
+        c, n = carried_tokens(s.text, doc)
+        if c > most and carried_enough(c, n): best, most = d, c
     return replace(s, doc_id=best)
 
 

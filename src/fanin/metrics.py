@@ -18,7 +18,8 @@ from .schema import Corpus, Instance, Pack
 
 # %% auto #0
 __all__ = ['CARRY_NGRAM', 'CARRY_TOKENS', 'CARRY_SHARE', 'METRIC_COLUMNS', 'CITED_COLUMNS', 'doc_text', 'carried_tokens',
-           'carries', 'unit_docs', 'passage_recall', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
+           'carries', 'carried_enough', 'unit_docs', 'passage_recall', 'evidence_metrics', 'add_fan_in_bin',
+           'aggregate', 'fan_in_tables']
 
 # %% ../../nbs/06_metrics.ipynb #49e64f5a
 CARRY_NGRAM, CARRY_TOKENS, CARRY_SHARE = 4, 8, 0.05   # the content rule's defaults (see above)
@@ -59,8 +60,12 @@ def carried_tokens(text: str, doc: str, ngram: int = CARRY_NGRAM) -> tuple[int, 
 def carries(text: str, doc: str, ngram: int = CARRY_NGRAM, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> bool:
     """Whether a unit's text carries a document's content: at least max(`min_tokens`, `min_share` x its tokens) of its tokens
     are the document's wording (all of them for a unit shorter than `min_tokens`)."""
-    c, n = carried_tokens(text, doc, ngram)
-    return n > 0 and c >= min(n, max(min_tokens, min_share * n))
+    return carried_enough(*carried_tokens(text, doc, ngram), min_tokens, min_share)
+
+
+def carried_enough(carried: int, tokens: int, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> bool:
+    "The bar of `carries` on counts already taken (`carried_tokens`): max(`min_tokens`, `min_share` x tokens), at most all of them."
+    return tokens > 0 and carried >= min(tokens, max(min_tokens, min_share * tokens))
 
 
 def unit_docs(u, texts=None, ngram: int = CARRY_NGRAM, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> list[str]:
