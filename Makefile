@@ -5,7 +5,7 @@ FANIN   := $(VENV)/bin/fanin
 # CPU build of PyTorch (needed by sentence-transformers); installed first so no CUDA build is pulled in
 TORCH   ?= torch==2.13.0
 
-.PHONY: setup reproduce test bench sweep lab export clean-nbs check-sync data models peers ablation
+.PHONY: setup reproduce test bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation
 
 setup: $(VENV)/.installed
 
@@ -48,6 +48,11 @@ test: setup
 
 bench: setup
 	$(FANIN) bench
+
+# how each retrieval system's cost grows: one domain, all 12 domains, ten perturbed copies (fanin.scale, nbs/10a_scale);
+# the measured copy the README quotes goes to data/measured/scale.{json,png}
+bench-scale: setup
+	$(FANIN) bench --scale --record data/measured
 
 sweep: setup
 	$(FANIN) sweep

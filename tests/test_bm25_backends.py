@@ -1,5 +1,5 @@
-"""system.backend=bm25s: the same chunks and tokens scored by bm25s; a reopened index keeps its backend (recorded in the
-index's data file) and ranks the same; the default stays rank-bm25."""
+"""BM25's two backends: bm25s (the default backend; method=okapi gives rank-bm25's scores) and rank-bm25 (`system=bm25`, the
+papers' library); a reopened index keeps its backend (recorded in the index's data file) and ranks the same."""
 import warnings
 
 import pytest
@@ -25,7 +25,7 @@ def test_bm25s_backend_reopens_with_its_backend(tmp_path):
     again = BM25System(backend="bm25s").index(c, tmp_path / "s")
     assert again.stats()["loaded"] and again.retrieve(q, 3) == built.retrieve(q, 3)
     assert type(again.bm25).__name__ == "Bm25sScorer"
-    okapi = BM25System().index(c, tmp_path / "r")
+    okapi = BM25System(backend="rank_bm25").index(c, tmp_path / "r")
     assert type(okapi.bm25).__name__ == "BM25Okapi" and okapi.retrieve(q, 1)[0].doc_id == built.retrieve(q, 1)[0].doc_id
 
 
@@ -33,3 +33,20 @@ def test_the_default_backend_is_rank_bm25():
     assert compose(["system=bm25"]).system.backend == "rank_bm25"
     with pytest.raises(ValueError, match="backend must be one of"):
         BM25System(backend="elastic")
+
+
+def test_bm25s_okapi_scores_are_rank_bm25s():
+    "bm25s with method=okapi (the default backend) gives rank-bm25's scores: the same rankings, not a near relative."
+    import numpy as np
+    from rank_bm25 import BM25Okapi
+    from fanin.systems import Bm25sScorer, chunk_corpus
+    from fanin.text import lexical_tokens
+    c = corpus()
+    toks = [lexical_tokens(c[x.doc_id].text[x.start:x.end]) for x in chunk_corpus(c, 200, 20)]
+    okapi, ours, lucene = BM25Okapi(toks), Bm25sScorer(toks, 1.5, 0.75), Bm25sScorer(toks, 1.5, 0.75, method="lucene")
+    for q in ("Typhoon Saola rain Taiwan", "the storm and the wind of the year", "rain rain Taiwan"):
+        qt = lexical_tokens(q)
+        assert np.allclose(ours.get_scores(qt), okapi.get_scores(qt), rtol=1e-9, atol=1e-9), q
+    qt = lexical_tokens("Typhoon Saola rain Taiwan")
+    assert not np.allclose(lucene.get_scores(qt), okapi.get_scores(qt))   # bm25s's own idf is a different scoring
+    assert compose(["system=bm25s"]).system.method == "okapi" and BM25System().backend == "bm25s"

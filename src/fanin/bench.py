@@ -21,8 +21,9 @@ from .config import compose, instantiate, resolve_path
 
 # %% auto #0
 __all__ = ['PEER_BENCH_BASE', 'BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding',
-           'bench_main', 'bench_reader', 'bench_segment', 'bench_evidence', 'bench_bm25_backends', 'bench_peer',
-           'format_peer_line', 'PeerBuildFailed', 'peer_error_line', 'bench_peer_line', 'bench_peers']
+           'bench_main', 'bench_reader', 'bench_segment', 'bench_evidence', 'bench_bm25_backends',
+           'format_bm25_backends', 'bench_peer', 'format_peer_line', 'PeerBuildFailed', 'peer_error_line',
+           'bench_peer_line', 'bench_peers']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
 # the peers `make bench` runs (`bench_main(peers=...)`): the real packages, each in its own pinned environment (`fanin.peers`)
@@ -100,7 +101,7 @@ def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph
     for reader in BENCH_READERS: print(bench_reader([*overrides, *reader]), flush=True)
     print(bench_segment(overrides), flush=True)
     print(bench_evidence(overrides), flush=True)
-    print(bench_bm25_backends(overrides), flush=True)
+    bench_bm25_backends(overrides)
     for d, s in [(d, s) for d in domains for s in systems] + [(d, s) for d in graph_domains for s in graph_systems]:
         r = subprocess.run([sys.executable, "-m", "fanin.cli", "bench", "--one", s, d, *overrides], capture_output=True, text=True)
         if r.returncode != 0:
@@ -191,27 +192,57 @@ def bench_evidence(overrides=(), experiment: str = "paper") -> str:
     return f"bench evidence judge=document runs={len(folders)} packs={n} seconds={dt:.1f} packs_per_s={n / dt:.0f}"
 
 # %% ../../nbs/10_bench.ipynb #bb19cd01
-def bench_bm25_backends(overrides=(), domain: str = "culture", k: int = 5) -> str:
-    "rank-bm25 against bm25s on one domain: latency of each and the mean top-k overlap of their rankings."
+def bench_bm25_backends(overrides=(), domains=("culture",), record=None) -> list[dict]:
+    """rank-bm25 against bm25s (`system.method`, okapi by default) on each of `domains`: latency of each, the mean top-k overlap
+    of their rankings, and each one's mean ER (content reading) at the paper's k; prints one line a domain and one for them all.
+    `record`: also write the rows as JSON there."""
     from fanin.components import load_dataset
-    cfg = compose(["system=bm25", f"dataset.domains=[{domain}]", "progress=false", *overrides])
+    from fanin.config import k_for
+    from fanin.metrics import evidence_metrics
+    from fanin.schema import Pack
+    cfg = compose(["system=bm25", "progress=false", *overrides])
     ds = load_dataset(cfg)
-    corpus, insts = ds.corpus(domain), ds.instances(domain)
-    tops, lat, index_s = {}, {}, {}
-    for backend in ("rank_bm25", "bm25s"):
-        s = instantiate(cfg.system, backend=backend)
-        t0 = time.perf_counter(); s.index(corpus, None); index_s[backend] = time.perf_counter() - t0
-        tops[backend], lat[backend] = [], []
-        for inst in insts:
-            t = time.perf_counter()
-            units = s.retrieve(inst.query, k, inst)
-            lat[backend].append((time.perf_counter() - t) * 1000)
-            tops[backend].append({u.meta["chunk"] for u in units})
-    overlap = float(np.mean([len(a & b) / max(len(a), 1) for a, b in zip(tops["rank_bm25"], tops["bm25s"])]))
-    ms = {b: (np.percentile(v, 50), np.percentile(v, 95)) for b, v in lat.items()}
-    return (f"bench bm25_backends domain={domain} queries={len(insts)} k={k} top_k_overlap={overlap:.3f} "
-            f"rank_bm25_p50_ms={ms['rank_bm25'][0]:.3f} rank_bm25_p95_ms={ms['rank_bm25'][1]:.3f} rank_bm25_index_s={index_s['rank_bm25']:.2f} "
-            f"bm25s_p50_ms={ms['bm25s'][0]:.3f} bm25s_p95_ms={ms['bm25s'][1]:.3f} bm25s_index_s={index_s['bm25s']:.2f}")
+    rows, backends = [], ("rank_bm25", "bm25s")
+    for domain in (ds.domains if domains in ("all", ["all"], ("all",)) else domains):
+        corpus, insts = ds.corpus(domain), ds.instances(domain)
+        tops, lat, index_s, er = {}, {}, {}, {}
+        for backend in backends:
+            s = instantiate(cfg.system, backend=backend)
+            t0 = time.perf_counter(); s.index(corpus, None); index_s[backend] = time.perf_counter() - t0
+            tops[backend], lat[backend], er[backend] = [], [], []
+            for inst in insts:
+                t = time.perf_counter()
+                units = s.retrieve(inst.query, k_for(cfg, inst.qtype, ds.broad_qtypes), inst)
+                lat[backend].append((time.perf_counter() - t) * 1000)
+                tops[backend].append({u.meta["chunk"] for u in units})
+                er[backend].append(evidence_metrics(Pack(instance_id=inst.id, system=backend, units=units), inst, corpus)["er"])
+        d_er = np.array(er["bm25s"], dtype=float) - np.array(er["rank_bm25"], dtype=float)
+        rows.append({"domain": domain, "queries": len(insts), "method": cfg.system.method,
+                     "top_k_overlap": float(np.mean([len(a & b) / max(len(a), 1) for a, b in zip(tops["rank_bm25"], tops["bm25s"])])),
+                     "identical_packs": int(sum(a == b for a, b in zip(tops["rank_bm25"], tops["bm25s"]))),
+                     **{f"{b}_er": float(np.nanmean(er[b])) for b in backends}, "max_abs_er_diff": float(np.nanmax(np.abs(d_er))),
+                     **{f"{b}_{q}_ms": float(np.percentile(lat[b], p)) for b in backends for q, p in (("p50", 50), ("p95", 95))},
+                     **{f"{b}_index_s": index_s[b] for b in backends}})
+        print(format_bm25_backends(rows[-1]), flush=True)
+    if len(rows) > 1:
+        n = sum(r["queries"] for r in rows)
+        w = lambda key: sum(r[key] * r["queries"] for r in rows) / n
+        print(format_bm25_backends({"domain": "all", "queries": n, "method": cfg.system.method, "top_k_overlap": w("top_k_overlap"),
+                                    "identical_packs": sum(r["identical_packs"] for r in rows), "rank_bm25_er": w("rank_bm25_er"),
+                                    "bm25s_er": w("bm25s_er"), "max_abs_er_diff": max(r["max_abs_er_diff"] for r in rows),
+                                    **{f"{b}_p50_ms": float(np.median([r[f"{b}_p50_ms"] for r in rows])) for b in backends}}), flush=True)
+    if record:
+        Path(record).parent.mkdir(parents=True, exist_ok=True)
+        Path(record).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows}, indent=1))
+    return rows
+
+
+def format_bm25_backends(r: dict) -> str:
+    "One `bench bm25_backends` line."
+    lat = " ".join(f"{b}_p50_ms={r[f'{b}_p50_ms']:.3f}" for b in ("rank_bm25", "bm25s"))
+    return (f"bench bm25_backends domain={r['domain']} queries={r['queries']} method={r['method']} top_k_overlap={r['top_k_overlap']:.4f} "
+            f"identical_packs={r['identical_packs']} rank_bm25_er={r['rank_bm25_er']:.4f} bm25s_er={r['bm25s_er']:.4f} "
+            f"max_abs_er_diff={r['max_abs_er_diff']:.3f} {lat}")
 
 
 # %% ../../nbs/10_bench.ipynb #bp17cd01

@@ -327,6 +327,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
     b.add_argument("--peers", default="nano_graphrag,lightrag,mem0,raptor_li,ms_graphrag", help="peers benched on --peer-domain ('' = none)")
     b.add_argument("--peer-domain", default="mathematics")
+    b.add_argument("--scale", action="store_true", help="the scaling bench (fanin.scale): every --scale-systems at every --sizes, growth exponents")
+    b.add_argument("--scale-systems", default="bm25,bm25s,dense,hybrid,graal,ppr"); b.add_argument("--sizes", default="domain,all,x10")
+    b.add_argument("--queries", type=int, default=100, help="questions timed per scale cell (seeded sample)")
+    b.add_argument("--copies", type=int, default=10); b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--scale-domain", default="culture", help="the one domain of the `domain` size")
+    b.add_argument("--resume", action="store_true", help="keep the cells an interrupted scale bench with the same code and settings measured")
+    b.add_argument("--record", default=None, help="also keep the measured figures here (scale.json and scale.png, or bm25_backends.json; make bench-scale: data/measured)")
+    b.add_argument("--scale-one", nargs=2, metavar=("SYSTEM", "SIZE"), help=argparse.SUPPRESS)
+    b.add_argument("--bm25-backends", action="store_true", help="rank-bm25 against bm25s on every domain (top-k overlap, ER, latency); --record DIR keeps bm25_backends.json")
     return p
 
 
@@ -360,6 +369,16 @@ def main(argv=None):
             if args.list: print("\n".join(table_names()))
             elif not args.name: raise ConfigError(f"fanin table needs a NAME; registered tables: {', '.join(table_names())}")
             else: cmd_table(args.name, overrides)
+        elif args.cmd == "bench" and args.scale_one:
+            from fanin.scale import bench_scale_one
+            print(json.dumps(bench_scale_one(*args.scale_one, overrides, args.queries, args.copies, args.seed, args.scale_domain), default=float))
+        elif args.cmd == "bench" and args.bm25_backends:
+            from fanin.bench import bench_bm25_backends
+            bench_bm25_backends(overrides, "all", record=Path(args.record) / "bm25_backends.json" if args.record else None)
+        elif args.cmd == "bench" and args.scale:
+            from fanin.scale import bench_scale
+            bench_scale([s for s in args.scale_systems.split(",") if s], [s for s in args.sizes.split(",") if s], overrides, args.queries,
+                        args.copies, args.seed, args.scale_domain, resume=args.resume, record=args.record)
         elif args.cmd == "bench":
             from fanin.bench import bench_main
             bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one,

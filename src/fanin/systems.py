@@ -19,9 +19,10 @@ from .schema import Corpus, Instance, Unit
 from .text import chunk_spans, lexical_tokens
 
 # %% auto #0
-__all__ = ['BM25_BACKENDS', 'dir_bytes', 'write_json', 'read_json', 'System', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k',
-           'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System', 'DenseSystem',
-           'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
+__all__ = ['BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'read_json', 'System', 'Chunk', 'chunk_corpus',
+           'ChunkedSystem', 'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System',
+           'window_index', 'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem', 'OracleSystem',
+           'ClosedBookSystem']
 
 # %% ../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -173,24 +174,39 @@ BM25_BACKENDS = ("rank_bm25", "bm25s")
 
 
 class Bm25sScorer:
-    """bm25s (sparse-matrix BM25) behind rank-bm25's `get_scores(tokens)`: the same tokens in, one score per unit out. Its idf
-    follows `method` (bm25s's "lucene" by default: log(1 + (N - df + .5) / (df + .5)), never negative), where rank-bm25's Okapi
-    floors negative idf at a fraction of the mean, so rankings differ slightly (measured overlap in the README)."""
-    def __init__(self, tokens: list[list[str]], k1: float, b: float, method: str = "lucene"):
+    """bm25s (sparse-matrix BM25) behind rank-bm25's `get_scores(tokens)`: the same tokens in, one score per unit out.
+    `method="okapi"` (the default) gives rank-bm25's BM25Okapi scores on bm25s's matrices: bm25s builds its Lucene-variant
+    matrix (whose idf is never zero), and each term's column is rescaled to Okapi's idf, log((N - df + .5) / (df + .5)) with a
+    negative idf floored at 0.25 x the mean idf, times (k1 + 1), so rankings and scores are rank-bm25's (measured on all 12
+    domains: README, Scale). Any of bm25s's own methods (`lucene`, `robertson`, `atire`, `bm25l`, `bm25+`) is used as it is."""
+    def __init__(self, tokens: list[list[str]], k1: float, b: float, method: str = "okapi"):
         import bm25s
         self.n = len(tokens)
-        self.model = bm25s.BM25(k1=k1, b=b, method=method)
+        self.model = bm25s.BM25(k1=k1, b=b, method="lucene" if method == "okapi" else method, dtype="float64")
         self.model.index(tokens, show_progress=False)
         self.idf = {t: i for t, i in self.model.vocab_dict.items() if t}   # the vocabulary (its size is reported as rank-bm25's is)
+        if method == "okapi": self._to_okapi(k1)
+
+    def _to_okapi(self, k1: float, epsilon: float = 0.25):
+        "Rescale each term's column from bm25s's Lucene idf to rank-bm25's floored Okapi idf (and its k1 + 1 factor)."
+        indptr, data = self.model.scores["indptr"], self.model.scores["data"]
+        df = np.diff(indptr).astype(np.float64)
+        real = np.zeros(len(df), dtype=bool); real[list(self.idf.values())] = True
+        real &= df > 0                                              # rank-bm25's vocabulary: words that occur in some unit
+        okapi = np.log((self.n - df + 0.5) / (df + 0.5))
+        okapi = np.where(okapi < 0, epsilon * okapi[real].mean(), okapi) if real.any() else okapi
+        lucene = np.log1p((self.n - df + 0.5) / (df + 0.5))
+        self.model.scores["data"] = (data * np.repeat((k1 + 1) * okapi / lucene, np.diff(indptr))).astype(data.dtype)
 
     def get_scores(self, query: list[str]) -> np.ndarray:
         q = [t for t in query if t in self.idf]
         return np.asarray(self.model.get_scores(q), dtype=np.float64) if q else np.zeros(self.n)
 
 
-def bm25_from_tokens(tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, backend: str = "rank_bm25", method: str = "lucene"):
-    """Okapi BM25 over tokenised units (None when there are none), built the same way at index and at load time: rank-bm25's
-    BM25Okapi (the default, the papers' library) or bm25s (`backend="bm25s"`, faster; its idf variant is `method`)."""
+def bm25_from_tokens(tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, backend: str = "bm25s", method: str = "okapi"):
+    """Okapi BM25 over tokenised units (None when there are none), built the same way at index and at load time: bm25s (the
+    default: sparse matrices, rank-bm25's scores with `method="okapi"`) or rank-bm25's BM25Okapi (`backend="rank_bm25"`, the
+    papers' library, pure Python)."""
     if backend not in BM25_BACKENDS: raise ValueError(f"BM25 backend must be one of {', '.join(BM25_BACKENDS)}, not {backend!r}")
     if not tokens: return None
     if backend == "bm25s": return Bm25sScorer(tokens, k1, b, method)
@@ -198,23 +214,23 @@ def bm25_from_tokens(tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, 
     return BM25Okapi(tokens, k1=k1, b=b)
 
 
-def save_bm25(path, tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, backend: str = "rank_bm25", method: str = "lucene"):
+def save_bm25(path, tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, backend: str = "bm25s", method: str = "okapi"):
     "A BM25 index as data: the tokenised units and the parameters (gzip JSON); `load_bm25` rebuilds the same scorer from it."
     write_json(path, {"k1": k1, "b": b, "backend": backend, "method": method, "tokens": tokens})
 
 
 def load_bm25(path):
     d = read_json(path)
-    return bm25_from_tokens(d["tokens"], d["k1"], d["b"], d.get("backend", "rank_bm25"), d.get("method", "lucene"))
+    return bm25_from_tokens(d["tokens"], d["k1"], d["b"], d.get("backend", "rank_bm25"), d.get("method", "lucene"))   # an index written before these fields existed
 
 
 class BM25System(ChunkedSystem):
-    "Okapi BM25 over chunks: rank-bm25 (default) or bm25s (`backend`)."
+    "Okapi BM25 over chunks, on bm25s's sparse matrices (default) or rank-bm25 (`backend=rank_bm25`, the papers' library)."
     name = "bm25"
     index_format = 2  # 1: bm25.pkl (a pickled BM25Okapi); 2: bm25_tokens.json.gz
 
-    def __init__(self, name="bm25", chunk_tokens=1200, chunk_overlap=100, k1=1.5, b=0.75, backend: str = "rank_bm25",
-                 method: str = "lucene"):
+    def __init__(self, name="bm25", chunk_tokens=1200, chunk_overlap=100, k1=1.5, b=0.75, backend: str = "bm25s",
+                 method: str = "okapi"):
         super().__init__(name, chunk_tokens, chunk_overlap)
         if backend not in BM25_BACKENDS: raise ValueError(f"{name}: backend must be one of {', '.join(BM25_BACKENDS)}, not {backend!r}")
         self.k1, self.b, self.backend, self.method = k1, b, backend, method
@@ -251,16 +267,60 @@ def _search_one_thread(index, q, k):
     finally: faiss.omp_set_num_threads(n)
 
 
+ANN_KINDS = ("ivf", "hnsw")
+
+
+def window_index(vecs: np.ndarray, dim: int, ann: dict | None = None):
+    """The faiss index over window vectors (inner product): exact search (`IndexFlatIP`) below `ann["min_windows"]` windows (or
+    when `ann` is empty), an approximate index above it. `ann["kind"]`: `ivf` (IndexIVFFlat: `nlist` k-means cells, null = 4·√n,
+    trained on every vector or a seeded 64·nlist sample; `nprobe` cells searched) or `hnsw` (IndexHNSWFlat: `M`, `ef_construction`,
+    `ef_search`). Exact search costs n·dim per query, so its latency grows linearly with the corpus (measured: `make bench-scale`)."""
+    import faiss
+    vecs = np.ascontiguousarray(vecs, dtype=np.float32).reshape(-1, dim)
+    ann, n = dict(ann or {}), len(vecs)
+    if not ann.get("min_windows") or n < int(ann["min_windows"]):
+        index = faiss.IndexFlatIP(dim)
+    elif ann.get("kind", "ivf") == "ivf":
+        nlist = int(ann.get("nlist") or max(1, round(4 * n ** 0.5)))
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        sample = vecs if n <= 64 * nlist else vecs[np.random.default_rng(0).choice(n, 64 * nlist, replace=False)]
+        index.train(sample)
+    elif ann["kind"] == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, int(ann.get("M", 32)), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(ann.get("ef_construction", 80))
+    else:
+        raise ValueError(f"system.ann.kind={ann['kind']!r}: expected one of {', '.join(ANN_KINDS)}")
+    if n: index.add(vecs)
+    return tune_search(index, ann)
+
+
+def tune_search(index, ann: dict | None):
+    "Set an approximate index's search breadth from `ann` (`nprobe` for IVF, `ef_search` for HNSW; an index file keeps neither reliably)."
+    import faiss
+    ann = dict(ann or {})
+    if isinstance(index, faiss.IndexIVF): index.nprobe = int(ann.get("nprobe", 32))
+    if isinstance(index, faiss.IndexHNSW): index.hnsw.efSearch = int(ann.get("ef_search", 128))
+    return index
+
+
+def index_kind(index) -> str:
+    "`exact`, `ivf` or `hnsw`: what a window index is, for the index card."
+    import faiss
+    return "ivf" if isinstance(index, faiss.IndexIVF) else "hnsw" if isinstance(index, faiss.IndexHNSW) else "exact"
+
+
 class DenseSystem(ChunkedSystem):
-    "Dense flat retrieval: chunks scored by the best inner product of their embedded windows (faiss IndexFlatIP)."
+    """Dense flat retrieval: chunks scored by the best inner product of their embedded windows (faiss: exact `IndexFlatIP`, or
+    past `ann.min_windows` windows an approximate index, `window_index`)."""
     name = "dense"
 
     def __init__(self, embedder, name="dense", chunk_tokens=1200, chunk_overlap=100, window_tokens=200,
-                 cache_path=None, progress: bool = False, windows: str = "chunk"):
+                 cache_path=None, progress: bool = False, windows: str = "chunk", ann: dict | None = None):
         super().__init__(name, chunk_tokens, chunk_overlap)
         if windows not in ("chunk", "document"): raise ValueError(f"system.windows={windows!r}: expected chunk or document")
         self.embedder, self.window_tokens, self.windows = embedder, window_tokens, windows
         self.cache_path, self.progress = cache_path, progress
+        self.ann = dict(ann or {})
         self.faiss_index, self.window_owner = None, None
 
     def _windows(self):
@@ -297,21 +357,20 @@ class DenseSystem(ChunkedSystem):
         cache = EmbeddingCache(self.cache_path) if self.cache_path else None
         vecs, st = embed_with_cache(self.embedder, texts, cache, progress=self.progress)
         add_embed_stats(self.embed_stats, st)
-        self.faiss_index = faiss.IndexFlatIP(self.embedder.dim)
-        if len(vecs): self.faiss_index.add(np.ascontiguousarray(vecs, dtype=np.float32))
+        self.faiss_index = window_index(vecs, self.embedder.dim, self.ann)
         if folder is not None:
             self._save_chunks(folder)
             np.save(folder / "window_owner.npy", self.window_owner)
             faiss.write_index(self.faiss_index, str(folder / "windows.faiss"))
         dev = getattr(self.embedder, "device_name", None)   # the hardware, named on setting cards when it is not the CPU
-        return {"n_units": len(self.chunks), "n_windows": len(texts),
+        return {"n_units": len(self.chunks), "n_windows": len(texts), "window_index": index_kind(self.faiss_index),
                 "embedder": self.embedder.name + (f" on {dev}" if dev and dev != "cpu" else ""), **st}
 
     def _load(self, folder):
         import faiss
         self._load_chunks(folder)
         self.window_owner = np.load(folder / "window_owner.npy", allow_pickle=False)
-        self.faiss_index = faiss.read_index(str(folder / "windows.faiss"))
+        self.faiss_index = tune_search(faiss.read_index(str(folder / "windows.faiss")), self.ann)
 
     def retrieve(self, query, k, instance=None):
         self._need_index()
