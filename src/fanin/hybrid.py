@@ -23,21 +23,49 @@ def rrf(rankings: list[list[int]], weights: list[float] | None = None, rrf_k: fl
             score[int(i)] = score.get(int(i), 0.0) + w / (rrf_k + r)
     return sorted(score.items(), key=lambda x: (-x[1], x[0]))
 
+FUSIONS = ("rrf", "convex")
+
+
+def _minmax(scores: np.ndarray) -> np.ndarray:
+    "Scores scaled to [0, 1] over one ranking's candidates (all 1 when they are equal)."
+    lo, hi = float(scores.min()), float(scores.max())
+    return (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores)
+
+
+def fuse(bm25: list[tuple[int, float]], dense: list[tuple[int, float]], fusion: str = "rrf", weights=(1.0, 1.0),
+         rrf_k: float = 60.0, alpha: float = 0.5) -> list[tuple[int, float]]:
+    """The two halves' candidates, each (id, score) best first, fused into one ranking (id, score) best first, ties by id.
+    `rrf`: reciprocal-rank fusion with `weights` [bm25, dense] and `rrf_k` (`rrf`). `convex`: each half's scores min-max
+    scaled over its candidates, then `alpha · bm25 + (1 - alpha) · dense` (a chunk outside a half's candidates gets 0 from it)."""
+    if fusion == "rrf": return rrf([[i for i, _ in bm25], [i for i, _ in dense]], weights, rrf_k)
+    if fusion != "convex": raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
+    score: dict[int, float] = {}
+    for w, ranking in ((float(alpha), bm25), (1.0 - float(alpha), dense)):
+        if not ranking: continue
+        for (i, _), v in zip(ranking, _minmax(np.array([s for _, s in ranking], dtype=float))):
+            score[int(i)] = score.get(int(i), 0.0) + w * float(v)
+    return sorted(score.items(), key=lambda x: (-x[1], x[0]))
+
+
 # %% auto #0
-__all__ = ['rrf', 'HybridSystem']
+__all__ = ['FUSIONS', 'rrf', 'fuse', 'HybridSystem']
 
 # %% ../../nbs/32_hybrid.ipynb #hy05
 class HybridSystem(ChunkedSystem):
-    """BM25 and dense rankings over the same chunks, fused by reciprocal rank (`rrf`). The index holds both halves (`bm25/`,
-    `dense/` inside the store); a unit's meta keeps each half's rank (None: outside that half's top `candidates`)."""
+    """BM25 and dense rankings over the same chunks, fused (`fuse`: by reciprocal rank or by a convex combination of scaled
+    scores). The index holds both halves (`bm25/`, `dense/` inside the store); a unit's meta keeps each half's rank (None:
+    outside that half's top `candidates`)."""
     name = "hybrid"
 
     def __init__(self, embedder, name="hybrid", chunk_tokens=1200, chunk_overlap=100, window_tokens=200, k1=1.5, b=0.75,
                  weights=(1.0, 1.0), rrf_k: float = 60.0, candidates: int = 100, cache_path=None, progress: bool = False,
-                 ann: dict | None = None):
+                 ann: dict | None = None, fusion: str = "rrf", alpha: float = 0.5):
         super().__init__(name, chunk_tokens, chunk_overlap)
         if len(weights) != 2: raise ValueError(f"{name}: weights are [bm25, dense], not {list(weights)}")
+        if fusion not in FUSIONS: raise ValueError(f"{name}: fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
+        if not 0 <= float(alpha) <= 1: raise ValueError(f"{name}: alpha is BM25's share in [0, 1], not {alpha}")
         self.weights, self.rrf_k, self.candidates = [float(w) for w in weights], float(rrf_k), int(candidates)
+        self.fusion, self.alpha = fusion, float(alpha)
         self.bm25 = BM25System(f"{name}.bm25", chunk_tokens, chunk_overlap, k1, b)
         self.dense = DenseSystem(embedder, f"{name}.dense", chunk_tokens, chunk_overlap, window_tokens, cache_path, progress, ann=ann)
         self.embedder = embedder
@@ -64,15 +92,17 @@ class HybridSystem(ChunkedSystem):
             half.corpus = self.corpus
             half._load(sub)
 
+    def candidates_of(self, query, depth: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        "Each half's top `depth` chunks as (chunk, score), best first; a chunk with BM25 score 0 (no query term) is not a lexical candidate."
+        return ([(u.meta["chunk"], u.score) for u in self.bm25.retrieve(query, depth) if u.score > 0],
+                [(u.meta["chunk"], u.score) for u in self.dense.retrieve(query, depth)])
+
     def retrieve(self, query, k, instance=None):
         self._need_index()
         if k <= 0: return []
-        depth = max(self.candidates, k)
-        # a BM25 score of 0 means no query term occurs in the chunk: such a chunk is not in the lexical ranking at all
-        ranks = [[u.meta["chunk"] for u in self.bm25.retrieve(query, depth) if u.score > 0],
-                 [u.meta["chunk"] for u in self.dense.retrieve(query, depth)]]
-        fused = rrf(ranks, self.weights, self.rrf_k)[:k]
-        pos = [{c: r for r, c in enumerate(rk, start=1)} for rk in ranks]
+        halves = self.candidates_of(query, max(self.candidates, k))
+        fused = fuse(*halves, self.fusion, self.weights, self.rrf_k, self.alpha)[:k]
+        pos = [{c: r for r, (c, _) in enumerate(h, start=1)} for h in halves]
         units = self._units([i for i, _ in fused], [s for _, s in fused])
         for u in units:
             u.meta.update({"bm25_rank": pos[0].get(u.meta["chunk"]), "dense_rank": pos[1].get(u.meta["chunk"])})
