@@ -891,6 +891,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'fanin.scale.mem_available_mb': ('scale.html#mem_available_mb', 'fanin/scale.py'),
                              'fanin.scale.n_passages': ('scale.html#n_passages', 'fanin/scale.py'),
                              'fanin.scale.perturb_text': ('scale.html#perturb_text', 'fanin/scale.py'),
+                             'fanin.scale.prefill_caches': ('scale.html#prefill_caches', 'fanin/scale.py'),
                              'fanin.scale.project': ('scale.html#project', 'fanin/scale.py'),
                              'fanin.scale.replica_noise': ('scale.html#replica_noise', 'fanin/scale.py'),
                              'fanin.scale.replica_table': ('scale.html#replica_table', 'fanin/scale.py'),
