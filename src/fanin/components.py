@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from .config import ConfigError, instantiate, repo_root, resolve_path, run_key, system_hash
+from .config import ConfigError, instantiate, repo_root, resolve_path, run_key, system_hash, without_credentials
 
 # %% auto #0
 __all__ = ['PACKAGES', 'load_dataset', 'make_system', 'make_judge', 'make_evidence_judge', 'index_store', 'run_dir', 'git_commit',
@@ -82,7 +82,7 @@ def versions() -> dict:
 def write_manifest(folder: Path, **fields):
     f = folder / "manifest.json"
     old = json.loads(f.read_text()) if f.exists() else {}
-    old.update(fields)
+    old.update(without_credentials(fields))   # a key written inside an endpoint URL never lands here
     tmp = f.with_suffix(".tmp")
     tmp.write_text(json.dumps(old, indent=1, default=str))
     os.replace(tmp, f)

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 # %% auto #0
 __all__ = ['NOT_HASHED', 'RUN_PARAMS', 'LLM_PARAMS', 'KINDS', 'EXAMPLE_BINS', 'ConfigError', 'repo_root', 'config_dir',
            'resolve_path', 'compose', 'instantiate', 'config_hash', 'system_hash', 'domains_tag', 'k_tag', 'run_key',
-           'k_for', 'fan_in_bin', 'check_params']
+           'k_for', 'fan_in_bin', 'check_params', 'public_url', 'without_credentials']
 
 # %% ../../nbs/01_config.ipynb #d0a954e1
 class ConfigError(ValueError):
@@ -299,3 +299,21 @@ def check_params(cfg: DictConfig) -> DictConfig:
     if out:
         raise ConfigError(out[0] if len(out) == 1 else f"{len(out)} bad run parameters:\n" + "\n".join(f"  {p}" for p in out))
     return cfg
+
+# %% ../../nbs/01_config.ipynb #e25eff71
+import re as _re
+
+_USERINFO = _re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@]*@")
+
+
+def public_url(url):
+    "`url` without its userinfo (`scheme://user:secret@host` → `scheme://host`); anything else unchanged."
+    return _USERINFO.sub(r"\g<scheme>", url) if isinstance(url, str) else url
+
+
+def without_credentials(obj):
+    "`obj` (dicts, lists, tuples, strings) with `public_url` applied to every string in it."
+    if isinstance(obj, str): return public_url(obj)
+    if isinstance(obj, dict): return {k: without_credentials(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)): return type(obj)(without_credentials(v) for v in obj)
+    return obj

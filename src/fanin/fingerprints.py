@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
-from .config import ConfigError, config_dir
+from .config import ConfigError, config_dir, without_credentials
 
 # %% auto #0
 __all__ = ['POLICIES', 'digest', 'corpus_fingerprint', 'questions_fingerprint', 'file_sha256', 'code_fingerprint',
@@ -140,7 +140,7 @@ def write_stamp(folder: Path, stage: str, inputs: dict, name: str = "stamps.json
     "Record the inputs of `stage`'s outputs in `folder` (atomically)."
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     stamps = read_stamps(folder, name)
-    stamps[stage] = inputs
+    stamps[stage] = without_credentials(inputs)   # the public form of every URL (a key in a URL is not written)
     tmp = folder / f".{name}.{__import__('os').getpid()}.tmp"
     tmp.write_text(json.dumps(stamps, indent=1, sort_keys=True, default=str))
     tmp.replace(folder / name)
@@ -155,6 +155,7 @@ def check_stamp(folder: Path, stage: str, inputs: dict, outputs: Iterable[Path],
     folder = Path(folder)
     old = read_stamps(folder, name).get(stage)
     present = [p for p in outputs if Path(p).exists()]
+    inputs = without_credentials(inputs)   # compared as written (write_stamp)
     if old == inputs: return True
     if not present: return False
     what = "; ".join(changes(old, inputs)) if old is not None else "no record of the inputs (made by an older version)"

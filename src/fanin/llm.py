@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from fastcore.basics import patch
 
+from .config import public_url
+
 if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
 # %% auto #0
@@ -283,7 +285,7 @@ class LLM:
     def endpoint(self) -> str:
         "The endpoint's identity in cache keys and setting cards: the embedded server by model file, else the base URL."
         if self.server is not None: return f"embedded:{self.model}"
-        return (self.base_url or "https://api.openai.com/v1").rstrip("/")
+        return public_url(self.base_url or "https://api.openai.com/v1").rstrip("/")   # never a key written inside the URL
 
     def __enter__(self):
         if self.server is not None:
@@ -402,7 +404,7 @@ def preflight(self: LLM):
 @patch
 def _preflight(self: LLM):
     import openai
-    where = f"endpoint {self.base_url or self.endpoint} (model {self.model!r})"
+    where = f"endpoint {public_url(self.base_url) or self.endpoint} (model {self.model!r})"
     try:
         c = self.client().with_options(timeout=self.preflight_timeout_s)
         listing = list(c.models.list())
@@ -547,7 +549,7 @@ def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
         return Reply(text, pt, ct, ms, False, r.model or request["model"], key, finish)
     self.ledger.add(stage, system, failures=1)
     if isinstance(last, LLMError): raise last
-    raise LLMError(f"{type(last).__name__} from {self.base_url or self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
+    raise LLMError(f"{type(last).__name__} from {public_url(self.base_url) or self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
 
 @patch
 def _healthy_now(self: LLM) -> bool:
