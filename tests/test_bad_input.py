@@ -248,3 +248,29 @@ def test_the_k_rule_is_the_datasets():
     from fanin.config import k_for
     cfg = compose(["k=3", "k_summary=7"])
     assert k_for(cfg, "summary", frozenset()) == 3 and k_for(cfg, "OE", {"OE"}) == 7
+
+
+def test_an_emptied_page_stops_before_work(data):
+    "A gold page emptied to 0 bytes (or to its title line alone) is named, not read as a page with nothing to find."
+    page = data / TOPIC / "reference_pages" / "Bolaven damage in Korea.txt"
+    for emptied in ("", "# Bolaven damage in Korea\n\n  \n"):
+        page.write_text(emptied, encoding="utf-8")
+        e = data_error(data)
+        (p,) = [p for p in e.problems if p.field == "<page text>"]
+        assert p.path.endswith("Bolaven damage in Korea.txt") and "no text after the title line" in p.value and "fanin data" in p.fix
+
+
+def test_an_absurdly_long_question_line_stops_before_work(data):
+    "A question line of megabytes is refused with its line, not validated and scored for minutes."
+    qa = data / QA
+    lines = qa.read_text(encoding="utf-8").splitlines()
+    lines[1] = lines[1].replace('"question": "', '"question": "' + "x" * 2_000_000, 1)
+    qa.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    e = data_error(data)
+    (p,) = [p for p in e.problems if p.line == 2]
+    assert p.field == "<line>" and "bytes" in p.value and "repair or delete" in p.fix
+
+
+def test_a_misspelt_added_key_is_refused():
+    with pytest.raises(ConfigError, match=r"adds a key 'k_sumary' that no part of the lab reads.*'k_summary=3'"):
+        compose(["+k_sumary=3"])

@@ -99,6 +99,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'fanin.components.write_manifest': ('components.html#write_manifest', 'fanin/components.py')},
             'fanin.config': { 'fanin.config.ConfigError': ('config.html#configerror', 'fanin/config.py'),
                               'fanin.config._bins_problems': ('config.html#_bins_problems', 'fanin/config.py'),
+                              'fanin.config._check_added_keys': ('config.html#_check_added_keys', 'fanin/config.py'),
                               'fanin.config._check_overrides': ('config.html#_check_overrides', 'fanin/config.py'),
                               'fanin.config._group_options': ('config.html#_group_options', 'fanin/config.py'),
                               'fanin.config._is_int': ('config.html#_is_int', 'fanin/config.py'),
@@ -1136,6 +1137,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'fanin.wildgraphbench.fetch': ('wildgraphbench.html#fetch', 'fanin/wildgraphbench.py'),
                                       'fanin.wildgraphbench.page_file_name': ( 'wildgraphbench.html#page_file_name',
                                                                                'fanin/wildgraphbench.py'),
+                                      'fanin.wildgraphbench.page_problem': ('wildgraphbench.html#page_problem', 'fanin/wildgraphbench.py'),
                                       'fanin.wildgraphbench.question_id': ('wildgraphbench.html#question_id', 'fanin/wildgraphbench.py'),
                                       'fanin.wildgraphbench.resolve_root': ( 'wildgraphbench.html#resolve_root',
                                                                              'fanin/wildgraphbench.py')}}}

@@ -77,7 +77,24 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     except HydraException as e:
         raise ConfigError(f"cannot compose configuration with overrides {overrides}: {e}") from None
     OmegaConf.resolve(cfg)
+    _check_added_keys(overrides, cfg, config_name)
     return cfg
+
+
+def _check_added_keys(overrides: Sequence[str], cfg: DictConfig, config_name: str):
+    """An override that adds a top-level key (`+name=value`) which the configuration does not define is refused: no component
+    reads it, so a misspelt `+k_sumary=3` would be ignored in silence. The error names the closest defined keys."""
+    import difflib
+    added = [o for o in overrides if o.startswith("+") and "=" in o and "." not in o.lstrip("+").split("=", 1)[0]]
+    if not added: return
+    base = compose([o for o in overrides if o not in added], config_name)
+    for o in added:
+        key = o.lstrip("+").split("=", 1)[0]
+        if key in base: continue
+        near = difflib.get_close_matches(key, [str(k) for k in base.keys()], n=3)
+        raise ConfigError(f"override '{o}' adds a key '{key}' that no part of the lab reads, so it would change nothing"
+                          + (f"; did you mean {' or '.join(repr(f'{n}=' + o.split('=', 1)[1]) for n in near)}?" if near else
+                             "; drop it, or set a key the configuration defines (`fanin run --help`, configs/config.yaml)"))
 
 
 def instantiate(node: DictConfig, expect: type | None = None, **kwargs) -> Any:

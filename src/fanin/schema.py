@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .config import ConfigError
 
 # %% auto #0
-__all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'Document', 'Instance', 'gold_statements', 'Unit', 'Pack', 'Corpus', 'Answer',
-           'Judgment', 'Problem', 'DataError', 'DataWarning', 'RecordError', 'Dataset', 'dataset_gaps', 'stats_table',
-           'parse_record', 'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender', 'RawRecord', 'record_problems',
-           'decode_utf8', 'scan_jsonl']
+__all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'MAX_RECORD_CHARS', 'Document', 'Instance', 'gold_statements', 'Unit', 'Pack',
+           'Corpus', 'Answer', 'Judgment', 'Problem', 'DataError', 'DataWarning', 'RecordError', 'Dataset',
+           'dataset_gaps', 'stats_table', 'parse_record', 'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender',
+           'RawRecord', 'record_problems', 'decode_utf8', 'scan_jsonl']
 
 # %% ../../nbs/00_schema.ipynb #b7103a46
 class _Record(BaseModel):
@@ -375,9 +375,14 @@ def decode_utf8(path, data: bytes) -> tuple[str | None, Problem | None]:
         return None, _encoding_problem(path, data, e, line, e.start, "<text>")
 
 
-def scan_jsonl(path, cls: Type[RawRecord]) -> tuple[list[tuple[int, RawRecord]], list[Problem]]:
+# an input record (a question, a reference) longer than this is damaged: the longest WildGraphBench line has 3,697 characters
+MAX_RECORD_CHARS = 100_000
+
+
+def scan_jsonl(path, cls: Type[RawRecord], max_line_chars: int = MAX_RECORD_CHARS) -> tuple[list[tuple[int, RawRecord]], list[Problem]]:
     """Read a raw JSONL input file and validate every line as `cls`, collecting every problem instead of stopping at the first:
     bytes that are not UTF-8 (byte offset, line and field), a line that is not one JSON object (cut or damaged), each bad field.
+    A line over `max_line_chars` is a problem, not a record: no input record is that long, and scoring one would take minutes.
     Returns the valid records with their line numbers, and the problems."""
     path = Path(path)
     data = path.read_bytes()
@@ -387,6 +392,10 @@ def scan_jsonl(path, cls: Type[RawRecord]) -> tuple[list[tuple[int, RawRecord]],
         start, offset = offset, offset + len(raw) + 1
         if n == 1 and raw.startswith(codecs.BOM_UTF8): raw, start = raw[3:], start + 3
         if not raw.strip(): continue
+        if len(raw) > max_line_chars:
+            problems.append(Problem(str(path), n, "<line>", f"{len(raw):,} bytes", f"one record of at most {max_line_chars:,} characters "
+                                    f"(the inputs' records are a few thousand)", "the line is damaged or is not one record: repair or delete it"))
+            continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:

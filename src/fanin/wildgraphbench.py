@@ -26,8 +26,9 @@ from .text import clean_page
 
 # %% auto #0
 __all__ = ['DATASET', 'DOMAINS', 'QTYPES', 'SOURCE_REPO', 'SOURCE_COMMIT', 'ENV_ROOT', 'FACT_TYPES', 'UNRESOLVED_POLICIES',
-           'URL_RE', 'Url', 'TYPE_CHOICES', 'UNRESOLVED_COLUMNS', 'default_root', 'resolve_root', 'page_file_name',
-           'question_id', 'QuestionRecord', 'ReferenceRecord', 'WildGraphBench', 'fetch']
+           'URL_RE', 'Url', 'TYPE_CHOICES', 'UNRESOLVED_COLUMNS', 'MAX_PAGE_CHARS', 'default_root', 'resolve_root',
+           'page_file_name', 'question_id', 'QuestionRecord', 'ReferenceRecord', 'WildGraphBench', 'page_problem',
+           'fetch']
 
 # %% ../../nbs/03_wildgraphbench.ipynb #bfdbf8fa
 DATASET = "wildgraphbench"
@@ -222,6 +223,21 @@ def corpus(self: WildGraphBench, domain: str) -> Corpus:
         self._corpora[domain] = Corpus(f"{self.name}/{domain}", docs)
     return self._corpora[domain]
 
+# %% ../../nbs/03_wildgraphbench.ipynb #3f10a4bc
+# a reference page longer than this is not a page (the longest WildGraphBench page has 2.2M characters)
+MAX_PAGE_CHARS = 50_000_000
+
+
+def page_problem(path: Path, text: str, elsewhere: str) -> Problem | None:
+    "What is wrong with one page's text, if anything: no text after its title line (an emptied file), or absurdly long."
+    body = text.partition("\n")[2] if text.startswith("# ") else text
+    if not body.strip():
+        return Problem(str(path), None, "<page text>", f"{len(text.encode()):,} bytes, no text after the title line",
+                       "a reference page with its text (questions citing an empty page would lose their gold evidence in silence)", elsewhere)
+    if len(text) > MAX_PAGE_CHARS:
+        return Problem(str(path), None, "<page text>", f"{len(text):,} characters", f"a page of at most {MAX_PAGE_CHARS:,} characters", elsewhere)
+    return None
+
 # %% ../../nbs/03_wildgraphbench.ipynb #bdb5d93f_s1
 @patch
 def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]]:
@@ -266,6 +282,7 @@ def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]
         if p: problems.append(p); continue
         h = text.partition("\n")[0]
         if h.startswith("# "): out["headers"][h[2:].strip()].append(fname)
+        if (p := page_problem(path, text, elsewhere)): problems.append(p)
     out["pages"], out["qa"] = pages, qa
     return out, problems
 
