@@ -274,3 +274,10 @@ def test_an_absurdly_long_question_line_stops_before_work(data):
 def test_a_misspelt_added_key_is_refused():
     with pytest.raises(ConfigError, match=r"adds a key 'k_sumary' that no part of the lab reads.*'k_summary=3'"):
         compose(["+k_sumary=3"])
+
+
+def test_an_outputs_path_that_is_a_file_stops_before_work(tmp_path):
+    from fanin.config import check_params
+    f = tmp_path / "not-a-folder"; f.write_text("x")
+    with pytest.raises(ConfigError, match=r"paths.outputs=.*is a file, not a folder"):
+        check_params(compose([f"paths.outputs={f}"]))
