@@ -32,7 +32,7 @@ class StandIn:
     """`with StandIn(reasoning=True) as s: LLM(provider="vllm", base_url=s.base_url, model=s.model, ...)`.
     reasoning: reject temperature (other than 1) and max_tokens with HTTP 400, as OpenAI's reasoning models do.
     no_json_schema: answer response_format json_schema with HTTP 500, as llama-cpp-python does.
-    fault: one of None, "no_choices", "null_content", "html", "cut" — how every chat reply is malformed.
+    fault: one of None, "no_choices", "null_content", "html", "bad_json", "cut" — how every chat reply is malformed.
     reply: body -> reply text."""
 
     def __init__(self, model: str = "standin-1", reasoning: bool = False, no_json_schema: bool = False,
@@ -90,6 +90,8 @@ class StandIn:
                     return self._send(500, {"error": {"message": "Internal Server Error", "type": "internal_server_error"}})
                 if outer.fault == "html":
                     return self._send(200, "<html><body><h1>Bad gateway</h1></body></html>", "text/html")
+                if outer.fault == "bad_json":   # says JSON, is not: a proxy that cut the body
+                    return self._send(200, '{"id": "chatcmpl-cut", "choices": [{"index": 0, "mess', "application/json")
                 text, finish = outer.reply(body), "stop"
                 if outer.fault == "cut": text, finish = text[: max(1, len(text) // 2)], "length"
                 msg = {"role": "assistant", "content": None if outer.fault == "null_content" else text}

@@ -103,3 +103,11 @@ def test_optional_key_is_optional_and_required_key_is_named(tmp_path, monkeypatc
         cfg = compose(["llm=openai", f"llm.base_url={s.base_url}", f"llm.model={s.model}"])
         with pytest.raises(EndpointError, match="OPENAI_API_KEY"):
             instantiate(cfg.llm, cache_path=str(tmp_path / "c.sqlite")).chat(Q)
+
+
+def test_a_non_json_reply_at_preflight_says_so_not_http_none(tmp_path):
+    with StandIn(fault="bad_json") as bad:
+        llm = _llm(bad, tmp_path)
+        with pytest.raises((EndpointError, LLMError)) as e:
+            llm.chat(Q, prompt_version="t@v1")
+        assert "HTTP None" not in str(e.value)

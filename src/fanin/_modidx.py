@@ -553,6 +553,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                            'fanin.llm.Reply': ('llm.html#reply', 'fanin/llm.py'),
                            'fanin.llm.Reply.cut': ('llm.html#reply.cut', 'fanin/llm.py'),
                            'fanin.llm.Reply.record': ('llm.html#reply.record', 'fanin/llm.py'),
+                           'fanin.llm._failure': ('llm.html#_failure', 'fanin/llm.py'),
                            'fanin.llm._message': ('llm.html#_message', 'fanin/llm.py'),
                            'fanin.llm._rejects_format': ('llm.html#_rejects_format', 'fanin/llm.py'),
                            'fanin.llm._repairs': ('llm.html#_repairs', 'fanin/llm.py'),

@@ -216,6 +216,13 @@ def _retryable(e: Exception) -> bool:
 def _status(e: Exception) -> int | None: return getattr(e, "status_code", None)
 
 
+def _failure(e: Exception) -> str:
+    "How a request failed, in words: `HTTP 500` for a status the server sent, else what came back instead (a reply that is not JSON ...)."
+    if (s := _status(e)) is not None: return f"HTTP {s}"
+    if isinstance(e, (json.JSONDecodeError, ValueError)) and "JSON" in f"{type(e).__name__} {e}": return "a reply that is not JSON"
+    return type(e).__name__
+
+
 def _message(e: Exception) -> str:
     "The server's own error message when it sent one (OpenAI's `{error: {message}}` shape), else the exception text."
     body = getattr(e, "body", None)
@@ -438,7 +445,7 @@ def _preflight(self: LLM):
             if isinstance(e, (openai.APIConnectionError, openai.APITimeoutError)):
                 raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}") from None
             if _rejects_format(e) and mode != modes[-1]: continue
-            raise EndpointError(f"{where} rejects the lab's requests (structured={mode}): HTTP {_status(e)}: {_message(e)[:300]}") from None
+            raise EndpointError(f"{where} rejects the lab's requests (structured={mode}): {_failure(e)}: {_message(e)[:300]}") from None
 
 @patch
 def _send(self: LLM, request: dict, messages: Sequence[dict], timeout: float | None = None):
