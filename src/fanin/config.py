@@ -314,8 +314,9 @@ def check_params(cfg: DictConfig) -> DictConfig:
     if "unresolved_refs" in ds and ds.unresolved_refs not in ("warn", "fail"):
         out.append(f"dataset.unresolved_refs={_show_param(ds.unresolved_refs)}: expected warn or fail (dataset.unresolved_refs=warn)")
     for key, v in (cfg.get("paths") or {}).items():   # every output folder: a file in its place stops here, not deep in a stage
-        if isinstance(v, str) and v and (f := resolve_path(v)).exists() and not f.is_dir():
-            out.append(f"paths.{key}={v}: {f} is a file, not a folder; point paths.{key} at a folder (or move the file away)")
+        folder = resolve_path(v).parent if key.endswith("_cache") and isinstance(v, str) and v else (resolve_path(v) if isinstance(v, str) and v else None)
+        if folder is not None and folder.exists() and not folder.is_dir():   # a `*_cache` path names a file: its folder must be one
+            out.append(f"paths.{key}={v}: {folder} is a file, not a folder; point paths.{key} at a folder (or move the file away)")
     if out:
         raise ConfigError(out[0] if len(out) == 1 else f"{len(out)} bad run parameters:\n" + "\n".join(f"  {p}" for p in out))
     return cfg

@@ -374,7 +374,9 @@ def text_key(text: str) -> str:
 
 
 class EmbeddingCache:
-    "A SQLite file of embeddings keyed by (model name, text key), safe for concurrent readers and writers."
+    """A SQLite file of embeddings keyed by (model name, text key), safe for concurrent readers and writers. A damaged file
+    (overwritten in part or whole, or an entry whose size disagrees with its dim) is moved aside with a line saying so
+    (`fingerprints.quarantine`) and the cache starts empty: the vectors it held are embedded again when they are asked for."""
     _CHUNK = 500
 
     def __init__(self, path: str | Path, timeout: float = 120.0):
@@ -382,7 +384,10 @@ class EmbeddingCache:
         self.path = resolve_path(path)  # a relative path is the repository's, wherever the process runs (papermill runs in nbs/)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout = float(timeout)
-        self._local = threading.local()
+        self._local, self._gen, self._heal_lock = threading.local(), 0, threading.Lock()
+        self._guard(self._create)
+
+    def _create(self):
         con = self._con()
         with self._write(con):
             con.execute("CREATE TABLE IF NOT EXISTS embeddings ("
@@ -391,15 +396,31 @@ class EmbeddingCache:
 
     def _con(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
-        if con is None or self._local.pid != os.getpid():
+        if con is None or self._local.pid != os.getpid() or self._local.gen != self._gen:
             con = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None, check_same_thread=False)
             con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
                 raise RuntimeError(f"{self.path}: could not switch SQLite to WAL mode (got {mode!r}); is it on a network file system?")
             con.execute("PRAGMA synchronous = NORMAL")
-            self._local.con, self._local.pid = con, os.getpid()
+            self._local.con, self._local.pid, self._local.gen = con, os.getpid(), self._gen
         return con
+
+    def _guard(self, op):
+        "Run `op`; if the file is damaged, move it aside, start an empty cache and run `op` again."
+        try: return op()
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e): raise
+            with self._heal_lock:
+                gen = self._gen
+                con = getattr(self._local, "con", None)
+                if con is not None: con.close(); self._local.con = None
+                if gen == self._gen:
+                    from fanin.fingerprints import quarantine
+                    quarantine(self.path, str(e), "embedding cache")
+                    self._gen += 1
+                self._create()
+            return op()
 
     class _write:
         "An explicit write transaction that takes the lock first, so concurrent writers queue instead of deadlocking."
@@ -413,6 +434,9 @@ class EmbeddingCache:
     def get_many(self, model: str, keys: Iterable[str]) -> dict[str, np.ndarray]:
         "The cached vectors of `model` for those of `keys` that are present (read-only float32 arrays)."
         keys = list(dict.fromkeys(keys))
+        return self._guard(lambda: self._get_many(model, keys))
+
+    def _get_many(self, model: str, keys: list[str]) -> dict[str, np.ndarray]:
         con, found = self._con(), {}
         for s in range(0, len(keys), self._CHUNK):
             chunk = keys[s:s + self._CHUNK]
@@ -420,7 +444,7 @@ class EmbeddingCache:
             for k, dim, blob in con.execute(q, [model, *chunk]):
                 vec = np.frombuffer(blob, dtype=np.float32)
                 if vec.shape[0] != dim:
-                    raise ValueError(f"{self.path}: entry ({model!r}, {k}) holds {vec.shape[0]} floats but says dim={dim}; delete the file to rebuild the cache")
+                    raise sqlite3.DatabaseError(f"entry ({model!r}, {k}) holds {vec.shape[0]} floats but says dim={dim}")
                 found[k] = vec
         return found
 
@@ -432,16 +456,18 @@ class EmbeddingCache:
             if v.ndim != 1: raise ValueError(f"put_many: vector for key {k} has shape {v.shape}; expected one row (dim,)")
             rows.append((model, k, int(v.shape[0]), v.tobytes()))
         if not rows: return
-        con = self._con()
-        with self._write(con):
-            con.executemany("INSERT OR REPLACE INTO embeddings (model, key, dim, vec) VALUES (?, ?, ?, ?)", rows)
+        def put():
+            con = self._con()
+            with self._write(con):
+                con.executemany("INSERT OR REPLACE INTO embeddings (model, key, dim, vec) VALUES (?, ?, ?, ?)", rows)
+        self._guard(put)
 
     def __len__(self) -> int:
-        return self._con().execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+        return self._guard(lambda: self._con().execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
 
     def count(self, model: str) -> int:
         "Entries stored for one model."
-        return self._con().execute("SELECT COUNT(*) FROM embeddings WHERE model = ?", (model,)).fetchone()[0]
+        return self._guard(lambda: self._con().execute("SELECT COUNT(*) FROM embeddings WHERE model = ?", (model,)).fetchone()[0])
 
     def close(self) -> None:
         "Close this thread's connection (others close when their thread or process ends)."

@@ -16,7 +16,8 @@ from .config import ConfigError, config_dir, without_credentials
 
 # %% auto #0
 __all__ = ['POLICIES', 'digest', 'corpus_fingerprint', 'questions_fingerprint', 'file_sha256', 'code_fingerprint',
-           'model_fingerprint', 'llm_identity', 'StaleOutputs', 'changes', 'read_stamps', 'write_stamp', 'check_stamp']
+           'model_fingerprint', 'llm_identity', 'StaleOutputs', 'changes', 'read_stamps', 'write_stamp', 'check_stamp',
+           'DamagedFile', 'quarantine']
 
 # %% ../../nbs/27_fingerprints.ipynb #fp04a0b
 def digest(obj: Any, n: int = 16) -> str:
@@ -167,3 +168,22 @@ def check_stamp(folder: Path, stage: str, inputs: dict, outputs: Iterable[Path],
         p = Path(p)
         shutil.rmtree(p) if p.is_dir() else p.unlink()
     return False
+
+# %% ../../nbs/27_fingerprints.ipynb #43842fa6
+class DamagedFile(ConfigError):
+    "A file the lab wrote that cannot be read back: its path, what is wrong, and the command that repairs it."
+    def __init__(self, path, problem: str, fix: str):
+        self.path, self.problem = Path(path), problem
+        super().__init__(f"{path} is damaged ({problem}); {fix}")
+
+
+def quarantine(path, problem: str, what: str = "file", log=print) -> Path:
+    "Move a damaged file (and its SQLite companions) aside as `NAME.damaged-<unix time>`; returns where it went."
+    import time
+    path = Path(path)
+    dest = path.with_name(f"{path.name}.damaged-{int(time.time() * 1000)}")
+    for sfx in ("", "-wal", "-shm", "-journal"):
+        src = path.with_name(path.name + sfx)
+        if src.exists(): src.replace(dest.with_name(dest.name + sfx))
+    log(f"{path}: the {what} is damaged ({problem}); moved it to {dest.name} and rebuilding it")
+    return dest

@@ -54,11 +54,16 @@ def request_key(request: dict) -> str:
 
 
 class LLMCache:
-    "Content-addressed SQLite cache of chat replies; WAL mode, one connection per thread, safe for concurrent writers."
+    """Content-addressed SQLite cache of chat replies; WAL mode, one connection per thread, safe for concurrent writers.
+    A damaged file (overwritten in part or whole) is moved aside with a line saying so (`fingerprints.quarantine`) and the cache
+    starts empty: what it held is recomputed by the calls that miss."""
     def __init__(self, path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        self._local, self._gen, self._heal_lock = threading.local(), 0, threading.Lock()
+        self._guard(self._create)
+
+    def _create(self):
         self._conn().execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, request TEXT NOT NULL, "
                              "reply TEXT NOT NULL, created REAL NOT NULL)")
         # replies the model left empty, kept apart: never served to the lab's own callers (for them an empty reply is a failure
@@ -68,31 +73,47 @@ class LLMCache:
 
     def _conn(self) -> sqlite3.Connection:
         c = getattr(self._local, "conn", None)
-        if c is None:
+        if c is None or self._local.gen != self._gen:   # a healed cache: every thread reconnects to the new file
             c = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = c
+            self._local.conn, self._local.gen = c, self._gen
         return c
 
+    def _guard(self, op):
+        "Run `op`; if the file is damaged, move it aside, start an empty cache and run `op` again."
+        try: return op()
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e): raise
+            with self._heal_lock:
+                gen = self._gen
+                c = getattr(self._local, "conn", None)
+                if c is not None: c.close(); self._local.conn = None
+                if gen == self._gen:   # no other thread healed it meanwhile
+                    from fanin.fingerprints import quarantine
+                    quarantine(self.path, str(e), "LLM cache")
+                    self._gen += 1
+                self._create()
+            return op()
+
     def get(self, key: str) -> dict | None:
-        row = self._conn().execute("SELECT reply FROM replies WHERE key=?", (key,)).fetchone()
+        row = self._guard(lambda: self._conn().execute("SELECT reply FROM replies WHERE key=?", (key,)).fetchone())
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, request: dict, reply: dict):
         "Store a reply; an empty one never (it is a failure, and a rerun must call again)."
         if not (reply.get("text") or "").strip(): raise ValueError(f"refusing to cache an empty reply for key {key[:16]}")
-        self._conn().execute("INSERT OR IGNORE INTO replies VALUES (?,?,?,?)",
-                             (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time()))
+        self._guard(lambda: self._conn().execute("INSERT OR IGNORE INTO replies VALUES (?,?,?,?)",
+                    (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time())))
 
     def put_empty(self, key: str, request: dict, reply: dict):
-        self._conn().execute("INSERT OR IGNORE INTO empty_replies VALUES (?,?,?,?)",
-                             (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time()))
+        self._guard(lambda: self._conn().execute("INSERT OR IGNORE INTO empty_replies VALUES (?,?,?,?)",
+                    (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time())))
 
     def get_empty(self, key: str) -> dict | None:
-        row = self._conn().execute("SELECT reply FROM empty_replies WHERE key=?", (key,)).fetchone()
+        row = self._guard(lambda: self._conn().execute("SELECT reply FROM empty_replies WHERE key=?", (key,)).fetchone())
         return json.loads(row[0]) if row else None
 
-    def __len__(self): return self._conn().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+    def __len__(self): return self._guard(lambda: self._conn().execute("SELECT COUNT(*) FROM replies").fetchone()[0])
 
 # %% ../../nbs/11_llm.ipynb #acca3181
 LEDGER_FIELDS = ("requests", "calls", "cache_hits", "cache_misses", "uncached", "failures", "retries",

@@ -25,23 +25,23 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import (ConfigError, check_params, compose, config_dir, config_hash, instantiate, k_for, repo_root,
                           resolve_path, run_key, system_hash)
-from .fingerprints import (check_stamp, code_fingerprint, corpus_fingerprint, llm_identity, model_fingerprint,
+from .fingerprints import (DamagedFile, check_stamp, code_fingerprint, corpus_fingerprint, llm_identity, model_fingerprint, quarantine,
                                 questions_fingerprint, read_stamps, write_stamp)
 from .judges import answer_table, judge_agreement
 from .locks import exclusive
 from .llm import LLM, EndpointError, Ledger
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
-from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
+from .schema import Answer, JsonlAppender, Pack, RecordError, read_jsonl, write_jsonl
 from .build_failures import IndexBuildFailed, clear_index_failure, record_index_failure
 from .components import (git_commit, index_store, load_dataset, make_evidence_judge, make_judge, make_system, run_dir,
                               versions, write_manifest)
 
 # %% auto #0
 __all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_for_lock', 'integrity_policy', 'index_inputs',
-           'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
-           'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows', 'stage_judge',
-           'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm',
-           'require_context', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system',
+           'run_inputs', 'check_run_inputs', 'read_packs', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
+           'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows',
+           'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node',
+           'needs_llm', 'require_context', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system',
            'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7
@@ -126,12 +126,25 @@ def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], l
     return inputs
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7_1
+def read_packs(folder: Path) -> list[Pack]:
+    "A run folder's packs (`packs.jsonl.gz`); a file that cannot be read back (cut, overwritten) is a `DamagedFile` naming the repair."
+    f = Path(folder) / "packs.jsonl.gz"
+    try: return read_jsonl(f, Pack)
+    except FileNotFoundError: raise
+    except (EOFError, OSError, ValueError, UnicodeDecodeError, RecordError) as e:   # gzip cut or garbage, a damaged record
+        raise DamagedFile(f, f"{type(e).__name__}: {str(e)[:200]}", "rerun the retrieve stage with the same overrides "
+                          "(`fanin run … --stages retrieve`): it moves the file aside and retrieves its packs again") from None
+
+
 def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
     "Retrieve a pack for every question, resuming from `packs.partial.jsonl`; returns per-domain index statistics."
     final, partial, fails = folder / "packs.jsonl.gz", folder / "packs.partial.jsonl", folder / "failures.jsonl"
-    index_stats = {}
+    index_stats, have = {}, None
     if final.exists():
-        have = [p for p in read_jsonl(final, Pack)]
+        try: have = read_packs(folder)
+        except DamagedFile as e:   # heal: move it aside; the partial file (if any) and a fresh retrieval rebuild it
+            quarantine(final, e.problem, "packs file"); have = None
+    if have is not None:
         missing = len(ds.instances()) - len({p.instance_id for p in have})
         if not missing:
             return json.loads((folder / "index_stats.json").read_text()) if (folder / "index_stats.json").exists() else {}
@@ -177,7 +190,7 @@ def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
     f = folder / "metrics.csv"
     if f.exists() and f.stat().st_mtime >= (folder / "packs.jsonl.gz").stat().st_mtime:
         return pd.read_csv(f)
-    packs = {p.instance_id: p for p in read_jsonl(folder / "packs.jsonl.gz", Pack)}
+    packs = {p.instance_id: p for p in read_packs(folder)}
     failures = {}
     if (folder / "failures.jsonl").exists():
         for line in open(folder / "failures.jsonl", encoding="utf-8"):
@@ -266,7 +279,7 @@ def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
     "Answer the sample's questions from the run's packs; writes answers.jsonl (failed calls are rows with the reason)."
     out = answer_folder(cfg, folder, llm, reader)
     out.mkdir(parents=True, exist_ok=True)
-    packs = {p.instance_id: p for p in read_jsonl(folder / "packs.jsonl.gz", Pack)}
+    packs = {p.instance_id: p for p in read_packs(folder)}
     hints = {d: _topic(ds, d) for d in ds.domains}
 
     def one(inst):
@@ -355,7 +368,7 @@ def evidence_judge_nodes(cfg: DictConfig) -> list[DictConfig]:
 def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
     "Segment-level ER / EP of every pack under each evidence judge; writes evidence-<judge>.jsonl.gz and evidence_metrics.csv."
     from fanin.evidence import EvidenceJudgment
-    packs = {p.instance_id: p for p in read_jsonl(folder / "packs.jsonl.gz", Pack)}
+    packs = {p.instance_id: p for p in read_packs(folder)}
     insts = ds.instances()
     sample = {i.id for i in answer_sample(cfg, ds)}
     rows = []
