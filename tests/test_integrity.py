@@ -308,3 +308,11 @@ def test_a_build_that_fails_is_recorded_the_others_run_and_the_next_run_heals_it
     run(over)                                              # the build works again: retried, and the record is cleared
     assert not index_failures(bm) and (bm / "metrics.csv").exists()
     assert list(cost_table([bm, de]).status) == ["ok", "ok"]
+
+
+def test_keys_hold_content_not_locations():
+    "Moving outputs/ (or pointing paths.outputs elsewhere) keeps every system's key: model files count by content, not folder."
+    from fanin.config import compose, system_hash
+    for system in ("dense", "hybrid", "graal"):
+        a, b = (compose([f"system={system}", f"paths.outputs=/tmp/{x}"]) for x in ("here", "elsewhere"))
+        assert system_hash(a) == system_hash(b), system

@@ -123,7 +123,8 @@ def config_hash(node, n: int = 8) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
-NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process"}  # where, how loudly or how parallel: not what a system returns
+# where, how loudly or how parallel: not what a system returns (model files are fingerprinted by content, not by folder)
+NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process", "model_dir"}
 
 
 def system_hash(cfg: DictConfig) -> str:
