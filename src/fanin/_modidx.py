@@ -87,6 +87,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                            'fanin.cli.cmd_sweep': ('cli.html#cmd_sweep', 'fanin/cli.py'),
                            'fanin.cli.cmd_table': ('cli.html#cmd_table', 'fanin/cli.py'),
                            'fanin.cli.cmd_tables': ('cli.html#cmd_tables', 'fanin/cli.py'),
+                           'fanin.cli.interrupted': ('cli.html#interrupted', 'fanin/cli.py'),
                            'fanin.cli.main': ('cli.html#main', 'fanin/cli.py')},
             'fanin.components': { 'fanin.components.git_commit': ('components.html#git_commit', 'fanin/components.py'),
                                   'fanin.components.index_store': ('components.html#index_store', 'fanin/components.py'),

@@ -17,7 +17,7 @@ from .pipeline import StageFailed
 
 # %% auto #0
 __all__ = ['cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics', 'cmd_tables', 'cmd_report',
-           'cmd_table', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb', 'build_parser', 'main']
+           'cmd_table', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb', 'interrupted', 'build_parser', 'main']
 
 # %% ../../nbs/09_cli.ipynb #cl10
 def cmd_run(overrides, stages):
@@ -285,6 +285,18 @@ def cmd_eval_wgb(predictions, overrides, out=None, answers=False, system=None) -
           f"avg_acc={x['avg_acc']:.4f} avg_acc_failures_as_zero={z['avg_acc']:.4f} overall_as_released={rel['overall_accuracy']:.4f}")
     return s
 
+# %% ../../nbs/09_cli.ipynb #166a501e
+def interrupted(cmd: str):
+    """Ctrl-C: one line saying what was kept and how to go on, then exit 130 at once. Everything the lab writes is written as it
+    finishes (packs and answers line by line, caches per entry, outputs atomically), so nothing finished is lost; `os._exit`
+    skips the interpreter's wait for worker threads, so a model call hanging in flight cannot hold the exit for minutes (the
+    stages' own cleanup, which stops an embedded server, has already run while the interrupt unwound them)."""
+    import os
+    print(f"\nfanin {cmd}: interrupted. Finished work is kept (packs, answers, judgments and caches are written as each one "
+          f"finishes); run the same command again to resume where it stopped.", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(130)
+
 # %% ../../nbs/09_cli.ipynb #7a968fec
 def build_parser() -> argparse.ArgumentParser:
     "Every command and its options (Hydra overrides are passed through as they are)."
@@ -396,6 +408,8 @@ def main(argv=None):
     except (StageFailed, LLMError) as e:   # what succeeded is written; DVC must not record the stage as done (LLMError covers EndpointError)
         print(f"fanin {args.cmd}: failed: {e}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:
+        interrupted(args.cmd)
 
 # %% ../../nbs/09_cli.ipynb #c4e0d580
 if __name__ == "__main__": main()
