@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from .config import ConfigError, compose, instantiate, resolve_path
+from .config import ConfigError, compose, instantiate, redact, resolve_path
 from .llm import LLMError
 from .experiments import finished_runs, planned_runs, table_name
 from .pipeline import StageFailed
@@ -286,6 +286,12 @@ def cmd_eval_wgb(predictions, overrides, out=None, answers=False, system=None) -
     return s
 
 # %% ../../nbs/09_cli.ipynb #166a501e
+def _env_keys() -> list[str]:
+    "The values of the environment's API-key variables (`*_API_KEY`), which no message may echo."
+    import os
+    return [v for k, v in os.environ.items() if k.endswith("_API_KEY") and v]
+
+
 def interrupted(cmd: str):
     """Ctrl-C: one line saying what was kept and how to go on, then exit 130 at once. Everything the lab writes is written as it
     finishes (packs and answers line by line, caches per entry, outputs atomically), so nothing finished is lost; `os._exit`
@@ -402,11 +408,11 @@ def main(argv=None):
             bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one,
                        graph_systems=[s for s in args.graph_systems.split(",") if s], graph_domains=[d for d in args.graph_domains.split(",") if d],
                        peers=[s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
-    except (ConfigError, FileNotFoundError) as e:
-        print(f"fanin {args.cmd}: error: {e}", file=sys.stderr)
+    except (ConfigError, FileNotFoundError) as e:   # an override may hold a key: nothing key-shaped is echoed
+        print(redact(f"fanin {args.cmd}: error: {e}", _env_keys()), file=sys.stderr)
         sys.exit(2)
     except (StageFailed, LLMError) as e:   # what succeeded is written; DVC must not record the stage as done (LLMError covers EndpointError)
-        print(f"fanin {args.cmd}: failed: {e}", file=sys.stderr)
+        print(redact(f"fanin {args.cmd}: failed: {e}", _env_keys()), file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         interrupted(args.cmd)

@@ -6,19 +6,22 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError, instantiate, repo_root, resolve_path, run_key, system_hash, without_credentials
+from .config import ConfigError, config_hash, instantiate, repo_root, resolve_path, run_key, system_hash, without_credentials
+from .fingerprints import DamagedFile
+from .schema import Pack, RecordError, read_jsonl
 
 # %% auto #0
 __all__ = ['PACKAGES', 'load_dataset', 'make_system', 'make_judge', 'make_evidence_judge', 'index_store', 'run_dir', 'git_commit',
-           'versions', 'write_manifest']
+           'versions', 'write_manifest', 'read_packs', 'answer_folder', 'judgment_folder']
 
 # %% ../../nbs/06a_components.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
@@ -81,9 +84,40 @@ def versions() -> dict:
 
 def write_manifest(folder: Path, **fields):
     f = folder / "manifest.json"
-    old = json.loads(f.read_text()) if f.exists() else {}
+    try: old = json.loads(f.read_text()) if f.exists() else {}
+    except (ValueError, UnicodeDecodeError) as e:   # damaged: kept aside; this run writes every field it knows again
+        from fanin.fingerprints import quarantine
+        quarantine(f, str(e)[:120], "run manifest"); old = {}
+    if not isinstance(old, dict): old = {}
     old.update(without_credentials(fields))   # a key written inside an endpoint URL never lands here
     tmp = f.with_suffix(".tmp")
     tmp.write_text(json.dumps(old, indent=1, default=str))
     os.replace(tmp, f)
     return old
+
+# %% ../../nbs/06a_components.ipynb #e1f4919f
+def read_packs(folder: Path) -> list[Pack]:
+    "A run folder's packs (`packs.jsonl.gz`); a file that cannot be read back (cut, overwritten) is a `DamagedFile` naming the repair."
+    f = Path(folder) / "packs.jsonl.gz"
+    try: return read_jsonl(f, Pack)
+    except FileNotFoundError: raise
+    except (EOFError, OSError, ValueError, UnicodeDecodeError, RecordError) as e:   # gzip cut or garbage, a damaged record
+        raise DamagedFile(f, f"{type(e).__name__}: {str(e)[:200]}", "rerun the retrieve stage with the same overrides "
+                          "(`fanin run … --stages retrieve`): it moves the file aside and retrieves its packs again") from None
+
+
+def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9.]+", "-", s.split("/")[-1]).strip("-")
+
+
+def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
+    "Where one (packs, reader, reader model, prompt version, sample)'s answers live: `<run>/answers-<reader>-<model>-<hash>/`."
+    ident = {"reader": reader.setting(), "llm": llm.setting(), "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
+    for k in ("judges", "max_failed_share", "check_judges"): ident["sample"].pop(k, None)
+    if ident["sample"].get("domains") is None: ident["sample"].pop("domains", None)   # unset: the folder keys of before
+    return folder / f"answers-{reader.name}-{_slug(llm.model)}-{config_hash(ident)}"
+
+
+def judgment_folder(answers: Path, judge, llm) -> Path:
+    "Where one (answers, judge, judge model, prompt versions)'s judgments live: `<answers>/judged-<judge>-<model>-<hash>/`."
+    model = llm.setting() if judge.kind == "llm" else None
+    return answers / f"judged-{judge.name}-{_slug(llm.model) if model else 'rules'}-{config_hash({'judge': judge.setting(), 'llm': model})}"

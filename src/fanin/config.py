@@ -18,7 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 # %% auto #0
 __all__ = ['NOT_HASHED', 'RUN_PARAMS', 'LLM_PARAMS', 'KINDS', 'EXAMPLE_BINS', 'ConfigError', 'repo_root', 'config_dir',
            'resolve_path', 'compose', 'instantiate', 'config_hash', 'system_hash', 'domains_tag', 'k_tag', 'run_key',
-           'k_for', 'fan_in_bin', 'check_params', 'public_url', 'without_credentials']
+           'k_for', 'fan_in_bin', 'check_params', 'public_url', 'redact', 'without_credentials']
 
 # %% ../../nbs/01_config.ipynb #d0a954e1
 class ConfigError(ValueError):
@@ -331,6 +331,16 @@ _USERINFO = _re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@]*@")
 def public_url(url):
     "`url` without its userinfo (`scheme://user:secret@host` → `scheme://host`); anything else unchanged."
     return _USERINFO.sub(r"\g<scheme>", url) if isinstance(url, str) else url
+
+
+_KEYLIKE = _re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-*.]{6,}")
+
+
+def redact(text: str, secrets_: Sequence[str] = ()) -> str:
+    "`text` with every given secret (8 characters or more) and anything shaped like an API key (`sk-...`) replaced."
+    for s in secrets_:
+        if s and len(s) >= 8: text = text.replace(s, "[redacted]")
+    return _KEYLIKE.sub("[redacted]", text)
 
 
 def without_credentials(obj):

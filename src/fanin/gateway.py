@@ -26,7 +26,7 @@ from .llm import LLM, EndpointError, LLMError, Reply
 
 # %% auto #0
 __all__ = ['SAMPLING_PARAMS', 'GATEWAY_FIELDS', 'BadRequest', 'chat_arguments', 'completion', 'stream_events', 'embedding_inputs',
-           'embedding_object', 'error_body', 'redact', 'Gateway', 'gateway_from_config']
+           'embedding_object', 'error_body', 'Gateway', 'gateway_from_config']
 
 # %% ../../nbs/29_gateway.ipynb #gw04
 class BadRequest(ValueError):
@@ -140,14 +140,9 @@ def error_body(message: str, kind: str, param: str | None = None, code: str | No
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-_KEYLIKE = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-*.]{6,}")
+# `redact` (a secret or anything shaped like an API key replaced) lives in fanin.config, beneath every layer that writes text
+from .config import redact
 
-
-def redact(text: str, secrets_: Sequence[str] = ()) -> str:
-    "`text` with every given secret (8 characters or more) and anything shaped like an API key (`sk-...`) replaced."
-    for s in secrets_:
-        if s and len(s) >= 8: text = text.replace(s, "[redacted]")
-    return _KEYLIKE.sub("[redacted]", text)
 
 # %% ../../nbs/29_gateway.ipynb #gw10
 GATEWAY_FIELDS = ("chat_requests", "chat_errors", "empty_replies", "embedding_requests", "embedding_texts", "embedding_hits",

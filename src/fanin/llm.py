@@ -238,10 +238,9 @@ def _status(e: Exception) -> int | None: return getattr(e, "status_code", None)
 
 
 def _failure(e: Exception) -> str:
-    "How a request failed, in words: `HTTP 500` for a status the server sent, else what came back instead (a reply that is not JSON ...)."
+    "How a request failed: `HTTP 500` for a status the server sent, else what came back (a reply that is not JSON, ...)."
     if (s := _status(e)) is not None: return f"HTTP {s}"
-    if isinstance(e, (json.JSONDecodeError, ValueError)) and "JSON" in f"{type(e).__name__} {e}": return "a reply that is not JSON"
-    return type(e).__name__
+    return "a reply that is not JSON" if "JSON" in f"{type(e).__name__} {e}" else type(e).__name__
 
 
 def _message(e: Exception) -> str:

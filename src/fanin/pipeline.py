@@ -31,18 +31,17 @@ from .judges import answer_table, judge_agreement
 from .locks import exclusive
 from .llm import LLM, EndpointError, Ledger
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
-from .schema import Answer, JsonlAppender, Pack, RecordError, read_jsonl, write_jsonl
+from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 from .build_failures import IndexBuildFailed, clear_index_failure, record_index_failure
 from .components import (git_commit, index_store, load_dataset, make_evidence_judge, make_judge, make_system, run_dir,
-                              versions, write_manifest)
+                              versions, write_manifest, read_packs, answer_folder, judgment_folder)
 
 # %% auto #0
 __all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_for_lock', 'integrity_policy', 'index_inputs',
-           'run_inputs', 'check_run_inputs', 'read_packs', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
-           'answer_sample', 'StageFailed', 'answer_folder', 'judgment_folder', 'stage_answer', 'answer_rows',
-           'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'role_node',
-           'needs_llm', 'require_context', 'needs_llm_server', 'make_llm', 'make_llms', 'run_answers', 'run_system',
-           'system_configs', 'run', 'collect']
+           'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
+           'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes',
+           'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm', 'require_context', 'needs_llm_server', 'make_llm',
+           'make_llms', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -126,16 +125,6 @@ def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], l
     return inputs
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7_1
-def read_packs(folder: Path) -> list[Pack]:
-    "A run folder's packs (`packs.jsonl.gz`); a file that cannot be read back (cut, overwritten) is a `DamagedFile` naming the repair."
-    f = Path(folder) / "packs.jsonl.gz"
-    try: return read_jsonl(f, Pack)
-    except FileNotFoundError: raise
-    except (EOFError, OSError, ValueError, UnicodeDecodeError, RecordError) as e:   # gzip cut or garbage, a damaged record
-        raise DamagedFile(f, f"{type(e).__name__}: {str(e)[:200]}", "rerun the retrieve stage with the same overrides "
-                          "(`fanin run … --stages retrieve`): it moves the file aside and retrieves its packs again") from None
-
-
 def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
     "Retrieve a pack for every question, resuming from `packs.partial.jsonl`; returns per-domain index statistics."
     final, partial, fails = folder / "packs.jsonl.gz", folder / "packs.partial.jsonl", folder / "failures.jsonl"
@@ -189,7 +178,10 @@ def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
     "Per-question document-level metrics (`metrics.csv`); failed questions are rows with status=failed and no metrics."
     f = folder / "metrics.csv"
     if f.exists() and f.stat().st_mtime >= (folder / "packs.jsonl.gz").stat().st_mtime:
-        return pd.read_csv(f)
+        try: done = pd.read_csv(f)
+        except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as e: done = e
+        if isinstance(done, pd.DataFrame) and {"instance_id", "status", "er"} <= set(done.columns): return done
+        quarantine(f, "not a metrics table" if isinstance(done, pd.DataFrame) else str(done)[:120], "metrics table")   # recomputed below
     packs = {p.instance_id: p for p in read_packs(folder)}
     failures = {}
     if (folder / "failures.jsonl").exists():
@@ -241,23 +233,6 @@ def answer_sample(cfg: DictConfig, ds) -> list:
 
 class StageFailed(RuntimeError):
     "A stage wrote what succeeded, but more of its records failed than `answer.max_failed_share` allows: the run must not count as done."
-
-
-def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9.]+", "-", s.split("/")[-1]).strip("-")
-
-
-def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
-    "Where one (packs, reader, reader model, prompt version, sample)'s answers live: `<run>/answers-<reader>-<model>-<hash>/`."
-    ident = {"reader": reader.setting(), "llm": llm.setting(), "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
-    for k in ("judges", "max_failed_share", "check_judges"): ident["sample"].pop(k, None)
-    if ident["sample"].get("domains") is None: ident["sample"].pop("domains", None)   # unset: the folder keys of before
-    return folder / f"answers-{reader.name}-{_slug(llm.model)}-{config_hash(ident)}"
-
-
-def judgment_folder(answers: Path, judge, llm) -> Path:
-    "Where one (answers, judge, judge model, prompt versions)'s judgments live: `<answers>/judged-<judge>-<model>-<hash>/`."
-    model = llm.setting() if judge.kind == "llm" else None
-    return answers / f"judged-{judge.name}-{_slug(llm.model) if model else 'rules'}-{config_hash({'judge': judge.setting(), 'llm': model})}"
 
 
 def _topic(ds, domain):
