@@ -22,6 +22,9 @@ def test_hybrid_fuses_bm25_and_dense_and_shares_their_embeddings(tmp_path):
     ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path}", "progress=false",
           "experiment_name=test", f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1"]
     (h,) = run(ov + ["system=hybrid"])
+    from fanin.config import compose
+    hc = compose(ov + ["system=hybrid"]).system
+    w, rk = list(hc.weights), hc.rrf_k
     rows = packs(h)
     assert rows and all(r["units"] for r in rows)
     for r in rows:
@@ -29,7 +32,7 @@ def test_hybrid_fuses_bm25_and_dense_and_shares_their_embeddings(tmp_path):
             m = u["meta"]
             assert {"chunk", "bm25_rank", "dense_rank"} <= set(m) and (m["bm25_rank"] or m["dense_rank"])
         scores = [u["score"] for u in r["units"]]
-        assert scores == sorted(scores, reverse=True) and all(0 < s <= 2 / 61 + 1e-12 for s in scores)
+        assert scores == sorted(scores, reverse=True) and all(0 < s <= (w[0] + w[1]) / (rk + 1) + 1e-12 for s in scores)
     (meta,) = [p for p in tmp_path.rglob("index.json") if "/hybrid-" in str(p)]
     info = json.loads(meta.read_text())
     assert info["n_windows"] > 0 and info["hits"] + info["misses"] == info["n_windows"]
@@ -40,7 +43,7 @@ def test_hybrid_fuses_bm25_and_dense_and_shares_their_embeddings(tmp_path):
     # the top unit of a hybrid pack is the RRF winner of the two halves' rankings
     r = rows[0]
     top = r["units"][0]["meta"]
-    expect = sum(1 / (60 + x) for x in (top["bm25_rank"], top["dense_rank"]) if x)
+    expect = sum(wi / (rk + x) for wi, x in zip(w, (top["bm25_rank"], top["dense_rank"])) if x)
     assert abs(r["units"][0]["score"] - expect) < 1e-9
 
 
