@@ -51,7 +51,8 @@ def fusion_candidates(overrides=(), domains=None, depth: int = 100, check: bool 
                    "k": k, "gold": sorted(gold), "bm25_pack": bm25_pack, "bm25": b, "dense": d,
                    "credit": {c: sorted(carried[c] & gold) for c in {c for c, _ in b} | {c for c, _ in d} | set(bm25_pack)}}
             if check:
-                fused = [c for c, _ in fuse(b, d, s.fusion, s.weights, s.rrf_k, s.alpha)[:k]]
+                n = max(s.candidates, k)   # the system's own candidate depth
+                fused = [c for c, _ in fuse(b[:n], d[:n], s.fusion, s.weights, s.rrf_k, s.alpha)[:k]]
                 units = system.retrieve(inst.query, k, inst)
                 assert [u.meta["chunk"] for u in units] == fused, inst.id
                 want = evidence_metrics(Pack(instance_id=inst.id, system="hybrid", units=units), inst, corpus)["er"]
@@ -165,7 +166,8 @@ def fusion_study(overrides=(), splits=("questions", "domains"), seed: int = 0, r
         log(f"fusion split={split} chosen={json.dumps(best)} held_out_cells={len(cells)} not_below={int(cells.not_below.sum())} "
             f"worst_margin={cells.margin.min():.3f} default_not_below={int((cells.default_margin >= 0).sum())}")
         doc["splits"][split] = {"tune_questions": int(tune.sum()), "report_questions": int((~tune).sum()), "chosen": best,
-                                "grid_top": grid.head(10).to_dict("records"), "report": rep.to_dict("records")}
+                                "grid_top": [{k: v for k, v in g.items() if not (isinstance(v, float) and np.isnan(v))} for g in grid.head(10).to_dict("records")],
+                                "report": rep.to_dict("records")}
     if record:
         Path(record).mkdir(parents=True, exist_ok=True)
         (Path(record) / "fusion.json").write_text(json.dumps(doc, indent=1, default=float))

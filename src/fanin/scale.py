@@ -384,7 +384,7 @@ def _measure_cell(system, size, overrides, n_queries, copies, seed, domain) -> d
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-# 48 lines, kept whole: the bench's loop, its resume rule and its outputs read best in one place
+# 56 lines, kept whole: the bench's loop, its resume rule and its outputs read best in one place
 def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_queries: int = 100, copies: int = 10, seed: int = 0,
                 domain: str = "culture", resume: bool = False, max_index_s: float = 2400.0, record=None) -> tuple[list, list]:
     """Every system at every size (`bench_scale_one`, one process each), smallest first; a cell whose projected memory or build
@@ -396,11 +396,17 @@ def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_querie
     out_f, fig_f = outputs / "bench" / "scale.json", outputs / "figures" / "scale.png"
     settings = {"systems": list(systems), "sizes": list(sizes), "overrides": list(overrides), "queries": n_queries,
                 "copies": copies, "seed": seed, "domain": domain}
-    key = digest({"code": code_fingerprint(), **{k: v for k, v in settings.items() if k not in ("systems", "sizes")}})
-    done = {}
+    same = {k: v for k, v in settings.items() if k not in ("systems", "sizes")}
+    code = code_fingerprint()
+    key = digest({"code": code, **same})
+    done, others = {}, []
     if resume and out_f.exists():
         old = json.loads(out_f.read_text())
         if old.get("key") == key: done = {(r["system"], r["size"]): r for r in old["rows"] if not r.get("error")}
+        # cells an earlier run measured for other systems or sizes, with the same settings, stay in the record; each row names
+        # the code it was measured with (`code`), so a record made across a code change says so row by row
+        if old.get("settings", {}) and {k: v for k, v in old["settings"].items() if k not in ("systems", "sizes")} == same:
+            others = [r for r in old["rows"] if not r.get("error") and (r["system"] not in systems or r["size"] not in sizes)]
     rows: list[dict] = []
     for size in sizes:
         for system in systems:
@@ -411,9 +417,12 @@ def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_querie
                 why = skip_reason(system, want, smaller, mem_available_mb(), max_index_s) if size == "x10" and want else None
                 r = ({"system": system, "size": size, "passages": want, "skipped": why} if why else
                      _measure_cell(system, size, overrides, n_queries, copies, seed, domain))
+                r["code"] = code
             rows.append(r)
             print(format_scale_line(r), flush=True)
-            _write_scale(out_f, {"key": key, "machine": machine(), "settings": settings, "rows": rows, "fits": []})
+            _write_scale(out_f, {"key": key, "machine": machine(), "settings": settings, "rows": others + rows, "fits": []})
+    rows = others + rows
+    settings.update(systems=list(dict.fromkeys(r["system"] for r in rows)), sizes=list(dict.fromkeys(r["size"] for r in rows)))
     fits = scale_fits(rows)
     doc = {"key": key, "machine": machine(), "settings": settings, "rows": rows, "fits": fits}
     _write_scale(out_f, doc)
