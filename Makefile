@@ -5,7 +5,7 @@ FANIN   := $(VENV)/bin/fanin
 # CPU build of PyTorch (needed by sentence-transformers); installed first so no CUDA build is pulled in
 TORCH   ?= torch==2.13.0
 
-.PHONY: setup reproduce reproduce-gpu test bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation
+.PHONY: setup reproduce reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation
 
 setup: $(VENV)/.installed
 
@@ -51,6 +51,11 @@ ablation: setup
 PYTEST_ARGS ?=
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+# the fault run: 75 kinds of injected fault (data, config, staleness, interruption, concurrency, endpoint, caches, secrets), each
+# through the real command on a copy of the fixture; ~8 min on 2 cores. tests/test_faults.py runs a slice of it in `make test`.
+faults: setup
+	$(PY) tests/fault_run.py --json data/measured/faults.json
 
 bench: setup
 	$(FANIN) bench

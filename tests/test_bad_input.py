@@ -281,3 +281,8 @@ def test_an_outputs_path_that_is_a_file_stops_before_work(tmp_path):
     f = tmp_path / "not-a-folder"; f.write_text("x")
     with pytest.raises(ConfigError, match=r"paths.outputs=.*is a file, not a folder"):
         check_params(compose([f"paths.outputs={f}"]))
+
+
+def test_a_misplaced_override_names_its_group():
+    with pytest.raises(ConfigError, match=r"write 'dataset.domains=\[culture\]'"):
+        compose(["domains=[culture]"])

@@ -16,8 +16,20 @@ from .experiments import finished_runs, planned_runs, table_name
 from .pipeline import StageFailed
 
 # %% auto #0
-__all__ = ['cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics', 'cmd_tables', 'cmd_report',
-           'cmd_table', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb', 'interrupted', 'build_parser', 'main']
+__all__ = ['headline', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics', 'cmd_tables',
+           'cmd_report', 'cmd_table', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb', 'interrupted', 'build_parser',
+           'main']
+
+# %% ../../nbs/09_cli.ipynb #cc0b9645
+def headline(by_bin_csv) -> str:
+    "The numbers a run ends on: each system's ER / EP and question count per fan-in bin, from its `*_by_fan_in_bin.csv`."
+    from fanin.lab_report import read_table
+    t = read_table(by_bin_csv)
+    lines = ["ER / EP by fan-in bin (document level, content reading):"]
+    for system, g in t.groupby("system", sort=False):
+        cells = "  ".join(f"{r.fan_in_bin}: {r.er:.3f} / {r.ep:.3f} (n={int(r.questions)})" for r in g.itertuples())
+        lines.append(f"  {system:<14} {cells}")
+    return "\n".join(lines)
 
 # %% ../../nbs/09_cli.ipynb #cl10
 def cmd_run(overrides, stages):
@@ -39,6 +51,7 @@ def cmd_run(overrides, stages):
     if "tables" in stages:
         paths = experiment_tables(folders, table_name(cfg), cfg.fan_in_bins, resolve_path(cfg.paths.outputs) / "tables")
         print(f"tables: {paths['by_fan_in_bin'].parent}/{table_name(cfg)}_*.csv")
+        print(headline(paths["by_fan_in_bin"]))
 
 def cmd_segment(file, target=120, max_tokens=180, min_tokens=40):
     "Print the canonical segments of a UTF-8 text file as JSON lines {text, tokens}."

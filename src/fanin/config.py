@@ -46,6 +46,21 @@ def resolve_path(p) -> Path:
     p = Path(os.path.expanduser(str(p)))
     return p if p.is_absolute() else repo_root() / p
 
+# %% ../../nbs/01_config.ipynb #ec3be844
+def _misplaced(overrides: Sequence[str], hydra_msg: str) -> str | None:
+    """When Hydra cannot override a top-level key the configuration lacks (`domains=[culture]`), the key most likely belongs to a
+    group (`dataset.domains`): name that fix instead of Hydra's advice to append it (which would be read by nothing)."""
+    import re as _re_
+    m = _re_.search(r"Could not override '([A-Za-z_][\w]*)'", hydra_msg)
+    if not m: return None
+    key = m.group(1)
+    o = next((o for o in overrides if o.split("=", 1)[0] == key), None)
+    homes = [g for g in sorted(p.name for p in config_dir().iterdir() if p.is_dir())
+             if any(_re_.search(rf"^{key}:", f.read_text(), _re_.M) for f in (config_dir() / g).glob("*.yaml"))]
+    if o is None or not homes: return f"override '{o or key}': the configuration has no key '{key}' (configs/config.yaml lists the top-level keys)"
+    val = o.split("=", 1)[1]
+    return f"override '{o}': '{key}' is not a top-level key; it belongs to {' or '.join(homes)}: write " + " or ".join(f"'{h}.{key}={val}'" for h in homes)
+
 # %% ../../nbs/01_config.ipynb #e840ee63
 def _group_options(group: str) -> list[str]:
     d = config_dir() / group
@@ -75,7 +90,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             cfg = _compose(config_name=config_name, overrides=overrides)
     except HydraException as e:
-        raise ConfigError(f"cannot compose configuration with overrides {overrides}: {e}") from None
+        raise ConfigError(_misplaced(overrides, str(e)) or f"cannot compose configuration with overrides {overrides}: {e}") from None
     OmegaConf.resolve(cfg)
     _check_added_keys(overrides, cfg, config_name)
     return cfg

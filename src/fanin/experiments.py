@@ -47,11 +47,13 @@ def finished_runs(overrides, failed_builds: bool = False) -> list[Path]:
 
 
 def table_name(cfg) -> str:
-    "Prefix of an experiment's tables, figures and metrics: the experiment name, plus the domains when not all of the dataset's."
+    """Prefix of an experiment's tables, figures and metrics: the experiment name, plus the domains when not all of the dataset's,
+    plus the system when the experiment runs one system (`systems: null`), so `system=bm25` then `system=dense` write two tables."""
     from fanin.components import load_dataset
     ds = load_dataset(cfg)
     tag = domains_tag(ds.domains, ds.all_domains)
-    return cfg.experiment_name if tag == "all" else f"{cfg.experiment_name}-{tag}"
+    name = cfg.experiment_name if tag == "all" else f"{cfg.experiment_name}-{tag}"
+    return name if cfg.get("systems") else f"{name}-{cfg.system.name}"
 
 # %% ../../nbs/35_experiments.ipynb #ex06
 @dataclass
