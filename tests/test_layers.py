@@ -1,5 +1,6 @@
-"""The README's module map is true: every module of src/fanin has a row, and no module imports one from a lower row (a higher
-layer), at module level or inside a function — except `gateway.gateway_from_config`, which the README names."""
+"""The README's module map is true: every module of src/fanin has a row, no module imports one from a lower row (a higher
+layer), at module level or inside a function, in any spelling (`from .x import`, `from fanin.x import`, `import fanin.x`), and
+the modules' imports form no circle, inside a layer or across layers."""
 import re
 from pathlib import Path
 
@@ -20,18 +21,38 @@ def test_every_module_has_a_row():
     assert mods <= set(level), f"modules missing from the README's module map: {sorted(mods - set(level))}"
 
 
+_IMPORT = re.compile(r"^\s*(?:from (?:fanin)?\.(\w+)(?:\.\w+)* import|from fanin\.(\w+)(?:\.\w+)* import|import fanin\.(\w+))", re.M)
+
+
+def _imports() -> dict[str, set[str]]:
+    "Each module's imports of other fanin modules, in any spelling, at module level or inside a function."
+    mods = {p.stem: p for p in (ROOT / "src" / "fanin").glob("*.py") if p.stem not in ("__init__", "_modidx")}
+    out = {}
+    for m, p in mods.items():
+        text = p.read_text()
+        out[m] = {next(g for g in x if g) for x in _IMPORT.findall(text)} & set(mods) - {m}
+    return out
+
+
 def test_no_module_imports_a_higher_layer():
     level = _layers()
-    bad = []
-    for p in (ROOT / "src" / "fanin").glob("*.py"):
-        if p.stem not in level: continue
-        for line in p.read_text().splitlines():
-            m = re.match(r"\s*from (?:fanin)?\.(\w+) import|\s*from fanin\.(\w+) import", line)
-            if not m: continue
-            dep = m.group(1) or m.group(2)
-            if dep in level and level[dep] > level[p.stem] and not (p.stem, dep) == ("gateway", "pipeline"):
-                bad.append(f"{p.stem} -> {dep}: {line.strip()}")
-    assert not bad, "imports from a higher layer (README, 'Where things live'):\n" + "\n".join(bad)
+    bad = [f"{m} -> {d}" for m, deps in _imports().items() if m in level for d in deps if d in level and level[d] > level[m]]
+    assert not bad, "imports from a higher layer (README, 'Where things live'):\n" + "\n".join(sorted(bad))
+
+
+def test_no_import_circles():
+    "A circle of imports (a -> b -> ... -> a), inside a layer or across layers, is a module pair that cannot be read apart."
+    graph = _imports()
+    circles, state = [], {}
+    def visit(m, path):
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1: circles.append(" -> ".join(path[path.index(d):] + [d]))
+            elif d not in state: visit(d, path + [d])
+        state[m] = 2
+    for m in sorted(graph):
+        if m not in state: visit(m, [m])
+    assert not circles, "import circles:\n" + "\n".join(circles)
 
 
 def test_modules_and_functions_stay_readable():

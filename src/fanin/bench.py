@@ -120,7 +120,7 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) 
     and the share of pack tokens the reader saw, on real k-unit BM25 packs, cache off; warm replay calls."""
     from fanin.llm import Ledger, LLMError
     from fanin.local_models import packaged_model
-    from fanin.pipeline import make_llm, role_node
+    from fanin.roles import make_llm, role_node
     from fanin.components import load_dataset
     from fanin.readers import Reader
     from fanin.schema import Pack
@@ -252,7 +252,7 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
     from fanin.config import k_for
     from fanin.llm import Ledger
     from fanin.peers import peer_env
-    from fanin.pipeline import make_llm
+    from fanin.roles import make_llm
     from fanin.components import load_dataset
     cfg = compose([*PEER_BENCH_BASE, f"system={peer}", f"dataset.domains=[{domain}]", "progress=false", *overrides])
     s = cfg.system
@@ -327,7 +327,7 @@ def bench_peer_line(peer: str, domain: str = "mathematics", overrides=(), n_quer
 
 def bench_peers(peers=BENCH_PEERS, domain: str = "mathematics", overrides=(), n_queries: int | None = None) -> list[str]:
     "Every peer on `domain`, one line each, printed as it finishes; one LLM (one embedded server) serves them all."
-    from fanin.pipeline import make_llm
+    from fanin.roles import make_llm
     out = []
     if not peers: return out
     try:

@@ -196,7 +196,7 @@ def cmd_judge_check(overrides, cases=None, out=None) -> dict:
     import contextlib
     import pandas as pd
     from fanin.judges import MIN_ACCURACY, MIN_KAPPA, case_agreement, judge_check, load_cases, meets_bar
-    from fanin.pipeline import make_llm
+    from fanin.roles import make_llm
     from fanin.components import make_judge
     cfg = compose(overrides)
     judge = make_judge(cfg.judge)
@@ -259,7 +259,7 @@ def cmd_eval_wgb(predictions, overrides, out=None, answers=False, system=None) -
     from fanin.components import load_dataset, make_judge
     from fanin.config import config_hash
     from fanin.judges import judge_agreement
-    from fanin.pipeline import make_llm
+    from fanin.roles import make_llm
     from fanin.wgb_eval import RULES, eval_card, evaluate, match_predictions, predictions_from_answers, read_predictions, wgb_summary
     named = [o.split("=", 1)[1] for o in overrides if o.startswith("judge=")]
     if named and named[-1] != "wgb_eval":

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 # %% auto #0
 __all__ = ['NOT_HASHED', 'RUN_PARAMS', 'LLM_PARAMS', 'KINDS', 'EXAMPLE_BINS', 'ConfigError', 'repo_root', 'config_dir',
            'resolve_path', 'compose', 'instantiate', 'config_hash', 'system_hash', 'domains_tag', 'k_tag', 'run_key',
-           'k_for', 'fan_in_bin', 'check_params', 'public_url', 'redact', 'without_credentials']
+           'k_for', 'fan_in_bin', 'check_params', 'public_url', 'redact', 'without_credentials', 'known_context_tokens']
 
 # %% ../../nbs/01_config.ipynb #d0a954e1
 class ConfigError(ValueError):
@@ -364,3 +364,19 @@ def without_credentials(obj):
     if isinstance(obj, dict): return {k: without_credentials(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)): return type(obj)(without_credentials(v) for v in obj)
     return obj
+
+# %% ../../nbs/01_config.ipynb #1668b481
+_KNOWN_WINDOWS: dict | None = None
+
+
+def known_context_tokens(model: str) -> tuple[int, str] | None:
+    "(context window, source) of a well-known model from `configs/context_windows.yaml`, or None."
+    global _KNOWN_WINDOWS
+    if _KNOWN_WINDOWS is None:
+        import yaml
+        rows = (yaml.safe_load((config_dir() / "context_windows.yaml").read_text(encoding="utf-8")) or {}).get("models") or {}
+        _KNOWN_WINDOWS = {str(k).lower(): (int(v["tokens"]), str(v["source"])) for k, v in rows.items()}
+    name = str(model or "").lower().rsplit("/", 1)[-1]
+    for cand in (name, _re.sub(r"-\d{4}-\d{2}-\d{2}$", "", name), _re.sub(r"-(latest|\d{4})$", "", name)):
+        if cand in _KNOWN_WINDOWS: return _KNOWN_WINDOWS[cand]
+    return None

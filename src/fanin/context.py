@@ -10,24 +10,7 @@ import re
 from .llm import LLMError
 
 # %% auto #0
-__all__ = ['known_context_tokens', 'prompt_room']
-
-# %% ../../nbs/11c_context.ipynb #d14588a3
-_KNOWN_WINDOWS: dict | None = None
-
-
-def known_context_tokens(model: str) -> tuple[int, str] | None:
-    "(context window, source) of a well-known model from `configs/context_windows.yaml`, or None."
-    global _KNOWN_WINDOWS
-    if _KNOWN_WINDOWS is None:
-        import yaml
-        from fanin.config import config_dir
-        rows = (yaml.safe_load((config_dir() / "context_windows.yaml").read_text(encoding="utf-8")) or {}).get("models") or {}
-        _KNOWN_WINDOWS = {str(k).lower(): (int(v["tokens"]), str(v["source"])) for k, v in rows.items()}
-    name = str(model or "").lower().rsplit("/", 1)[-1]
-    for cand in (name, re.sub(r"-\d{4}-\d{2}-\d{2}$", "", name), re.sub(r"-(latest|\d{4})$", "", name)):
-        if cand in _KNOWN_WINDOWS: return _KNOWN_WINDOWS[cand]
-    return None
+__all__ = ['prompt_room']
 
 # %% ../../nbs/11c_context.ipynb #d78fd76b
 def prompt_room(llm, messages: list[dict], reply_tokens: int, margin_tokens: int, cap: int | None, who: str, what: str,

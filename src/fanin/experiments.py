@@ -20,7 +20,7 @@ from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
 # %% auto #0
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
            'table_config', 'table_overrides', 'run_table', 'question_domains', 'cost_table', 'costs', 'spacy_version',
-           'graal_table1', 'estimator_table', 'routing', 'paradigms', 'embedding_cache_table', 'embedding_cache',
+           'graal_table1', 'estimator_table', 'routing', 'embedding_cache_table', 'embedding_cache',
            'graphrag_bench_scores', 'passage_recall_table', 'sweep_overrides', 'topk_frame', 'topk',
            'reader_judge_ablation', 'topk_answers', 'authtrace_lens']
 
@@ -219,7 +219,7 @@ def estimator_table(overrides=(), llm_sample: int | None = 40, seed: int = 0) ->
     "Accuracy of the classifier and of the LLM at predicting fan-in >= 2 on test-half questions."
     from fanin.config import instantiate
     from fanin.llm import LLMError
-    from fanin.pipeline import make_llm
+    from fanin.roles import make_llm
     from fanin.components import load_dataset
     from fanin.router import FanInClassifier, llm_fan_in, split_of, train_dataset_node
     cfg = compose(list(overrides) + ["system=router"])
@@ -279,20 +279,6 @@ def routing(overrides, llm_sample: int | None = 40) -> Table:
         acc_rows.append(acc.assign(router=c.system.name)); cmp_rows.append(cmp.assign(router=c.system.name))
     setting = "routing: " + setting_line(manifests([folder[c.system.name] for c in routers]))
     return Table(pd.concat(acc_rows), setting, {"vs_components": pd.concat(cmp_rows), "fanin_estimators": estimator_table(overrides, llm_sample)})
-
-# %% ../../nbs/35_experiments.ipynb #ex19
-def paradigms(overrides) -> Table:
-    "Driver: the paradigm tables (all, and one part per paradigm with a run system) and the pack composition of an experiment's runs."
-    from fanin.paradigms import pack_composition, paradigm_table
-    from fanin.lab_report import manifests, setting_line
-    overrides = list(overrides)
-    cfg = compose(overrides)
-    folders = finished_runs(overrides, failed_builds=True)   # a build recorded as failed is an `index failed` row
-    t = paradigm_table(folders, cfg.fan_in_bins)   # refuses runs that differ in domains or LLM
-    llms = sorted(t.llm.dropna().unique()) if "llm" in t else []
-    setting = "paradigms: " + setting_line(manifests(folders)) + (f"; llm={'/'.join(llms)}" if llms else "")
-    parts = {p: g.drop(columns="paradigm") for p, g in t.groupby("paradigm", sort=False) if (g.status == "ok").any()}
-    return Table(t, setting, {**parts, "composition": pack_composition([f for f in folders if (f / "metrics.csv").exists()])})
 
 # %% ../../nbs/35_experiments.ipynb #ex22
 def embedding_cache_table(folders) -> pd.DataFrame:

@@ -475,7 +475,7 @@ def gateway_from_config(cfg, ledger=None, role: str = "llm", **kw) -> Gateway:
     from omegaconf import OmegaConf
 
     from fanin.config import instantiate, resolve_path
-    from fanin.pipeline import make_llm
+    from fanin.roles import make_llm
     node = cfg.get("gateway") if hasattr(cfg, "get") else None
     settings = {**(OmegaConf.to_container(node, resolve=True) if node is not None else {}), **kw}
     llm = make_llm(cfg, ledger, role=role)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from fastcore.basics import patch
 
-from .config import public_url
+from .config import known_context_tokens, public_url
 
 if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
@@ -347,7 +347,6 @@ def context_tokens(self: LLM) -> int | None:
     if self._context_tokens: return int(self._context_tokens)
     if self.server is not None: return int(self.server.n_ctx)
     if self._reported_context: return int(self._reported_context)
-    from fanin.context import known_context_tokens
     known = known_context_tokens(self.model)
     return known[0] if known else None
 

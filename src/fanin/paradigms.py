@@ -38,7 +38,7 @@ def unit_kind(meta: dict) -> str:
     return "passage"
 
 # %% auto #0
-__all__ = ['PARADIGMS', 'KINDS', 'unit_kind', 'run_llm', 'paradigm_table', 'pack_composition']
+__all__ = ['PARADIGMS', 'KINDS', 'unit_kind', 'run_llm', 'paradigm_table', 'pack_composition', 'paradigms_tables']
 
 # %% ../../nbs/31_paradigms.ipynb #pa05
 def run_llm(manifest: dict) -> str:
@@ -156,3 +156,18 @@ def pack_composition(folders) -> pd.DataFrame:
             rows.append({"system": system, "kind": k, "units_per_pack": units[k] / max(packs, 1),
                          "share_of_chars": chars[k] / max(packs, 1), "docs_per_unit": docs[k] / units[k]})
     return pd.DataFrame(rows, columns=["system", "kind", "units_per_pack", "share_of_chars", "docs_per_unit"])
+
+# %% ../../nbs/31_paradigms.ipynb #75f1faf4
+def paradigms_tables(overrides) -> Table:
+    "Driver: the paradigm tables (all, and one part per paradigm with a run system) and the pack composition of an experiment's runs."
+    from fanin.config import compose
+    from fanin.experiments import Table, finished_runs
+    from fanin.lab_report import manifests, setting_line
+    overrides = list(overrides)
+    cfg = compose(overrides)
+    folders = finished_runs(overrides, failed_builds=True)   # a build recorded as failed is an `index failed` row
+    t = paradigm_table(folders, cfg.fan_in_bins)   # refuses runs that differ in domains or LLM
+    llms = sorted(t.llm.dropna().unique()) if "llm" in t else []
+    setting = "paradigms: " + setting_line(manifests(folders)) + (f"; llm={'/'.join(llms)}" if llms else "")
+    parts = {p: g.drop(columns="paradigm") for p, g in t.groupby("paradigm", sort=False) if (g.status == "ok").any()}
+    return Table(t, setting, {**parts, "composition": pack_composition([f for f in folders if (f / "metrics.csv").exists()])})

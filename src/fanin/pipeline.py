@@ -30,6 +30,7 @@ from .fingerprints import (DamagedFile, check_stamp, code_fingerprint, corpus_fi
 from .judges import answer_table, judge_agreement
 from .locks import exclusive
 from .llm import LLM, EndpointError, Ledger
+from .roles import ROLES, make_llm, make_llms, role_node, running
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
 from .build_failures import IndexBuildFailed, clear_index_failure, record_index_failure
@@ -37,11 +38,11 @@ from .components import (git_commit, index_store, load_dataset, make_evidence_ju
                               versions, write_manifest, read_packs, answer_folder, judgment_folder)
 
 # %% auto #0
-__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'ROLES', 'stage_index', 'wait_for_lock', 'integrity_policy', 'index_inputs',
-           'run_inputs', 'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
-           'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes',
-           'stage_evidence', 'judge_nodes', 'role_node', 'needs_llm', 'require_context', 'needs_llm_server', 'make_llm',
-           'make_llms', 'run_answers', 'run_system', 'system_configs', 'run', 'collect']
+__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'stage_index', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
+           'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample', 'StageFailed',
+           'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence',
+           'judge_nodes', 'needs_llm', 'require_context', 'needs_llm_server', 'run_answers', 'run_system',
+           'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -379,12 +380,6 @@ def judge_nodes(cfg: DictConfig) -> list[DictConfig]:
             for n in (cfg.get("answer") or {}).get("judges") or [cfg.judge.name]]
 
 
-ROLES = ("llm", "reader", "judge")   # the lab's LLM (LLM-built indexes, the LLM evidence judge), the reader's, the judge's
-
-
-def role_node(cfg: DictConfig, role: str) -> DictConfig:
-    "The LLM config of a role: `reader_llm` / `judge_llm` when set, else `llm`."
-    return (cfg.get(f"{role}_llm") if role != "llm" else None) or cfg.llm
 
 
 def needs_llm(cfg: DictConfig, stages: Sequence[str], role: str) -> bool:
@@ -409,22 +404,6 @@ def require_context(cfg: DictConfig, stages: Sequence[str], role: str, llm: LLM)
 def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
     "True when a stage will call an LLM: answering, judging with an LLM judge, or an LLM evidence judge."
     return any(needs_llm(cfg, stages, r) for r in ROLES)
-
-
-def make_llm(cfg: DictConfig, ledger: Ledger | None = None, role: str = "llm") -> LLM:
-    "A role's LLM (`llm`, `reader_llm`, `judge_llm`), with the lab's one cache; not started (use it as a context manager)."
-    return instantiate(role_node(cfg, role), cache_path=str(resolve_path(cfg.paths.llm_cache)), ledger=ledger or Ledger())
-
-
-def make_llms(cfg: DictConfig) -> dict[str, LLM]:
-    "One LLM per distinct role config: roles with the same config share one client (and one embedded server)."
-    by_cfg: dict[str, LLM] = {}
-    out = {}
-    for role in ROLES:
-        key = json.dumps(OmegaConf.to_container(role_node(cfg, role), resolve=True), sort_keys=True)
-        if key not in by_cfg: by_cfg[key] = make_llm(cfg, role=role)
-        out[role] = by_cfg[key]
-    return out
 
 
 def run_answers(cfg: DictConfig, stages: Sequence[str], ds, folder: Path, llms: dict[str, LLM]) -> dict:
@@ -510,13 +489,9 @@ def _run_system(cfg, stages, ds, folder: Path, llm, llms) -> Path:
         if own:
             llms = make_llms(cfg)
             for x in {id(v): v for v in llms.values()}.values(): x.ledger = ledger
-        started = list({id(llms[r]): llms[r] for r in ("reader", "judge") if own and needs_llm(cfg, stages, r)}.values())
-        try:
-            for x in started: x.__enter__()
+        with running(llms, [r for r in ("reader", "judge") if own and needs_llm(cfg, stages, r)]):
             summary.update(run_answers(cfg, stages, ds, folder, llms))
             failures += summary.pop("stage_failures", [])
-        finally:
-            for x in started: x.__exit__(None, None, None)
     if llms or llm is not None:
         ledger.write(folder / "ledger.json")
         summary["ledger"] = {k: v for k, v in ledger.to_dict().items() if k != "by_stage_system"}
@@ -553,9 +528,7 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     index_llm = ("index" in stages or "retrieve" in stages) and any(make_system(c).needs_llm for c in cfgs)
     llms = make_llms(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else {}
     need = {r for r in ROLES if llms and (needs_llm(cfgs[0], stages, r) or (r == "llm" and index_llm))}
-    started = list({id(llms[r]): llms[r] for r in need}.values())
-    try:
-        for x in started: x.__enter__()
+    with running(llms, need):
         for r in need: require_context(cfgs[0], stages, r, llms[r])   # before any system runs
         for cfg in cfgs:
             same = ds is not None and OmegaConf.to_container(cfg.dataset) == OmegaConf.to_container(cfgs[0].dataset)
@@ -564,8 +537,6 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
             except IndexBuildFailed as e:
                 print(f"{e}; going on with the other systems", file=sys.stderr)
                 build_failures.append(str(e))
-    finally:
-        for x in started: x.__exit__(None, None, None)
     failed = [m for f in folders for m in json.loads((f / "manifest.json").read_text()).get("summary", {}).get("stage_failures", [])]
     allowed = int(cfgs[0].get("max_failed_builds", 0))
     if len(build_failures) > allowed:
