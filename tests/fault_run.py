@@ -262,7 +262,7 @@ def faults() -> list[Fault]:
       runner=with_standin(lambda w, s: answer_args(w, s, "reader_llm.context_tokens=4096")),
       prepare="answers", check=lambda w, r: "llm cache is damaged" in (r.stdout + r.stderr).lower())
     k("embedding cache overwritten whole", "survive", lambda w: (w.out / "cache" / "embeddings.sqlite").write_bytes(b"\x00junk" * 4000)
-      or shutil.rmtree(w.out / "index"),
+      or shutil.rmtree(w.out / "index") or [shutil.rmtree(f) for f in w.folders()],   # nothing built: the rebuild needs the cache
       run_dense, prepare=run_dense, check=lambda w, r: metrics_ok(w, r) and "embedding cache is damaged" in (r.stdout + r.stderr).lower())
     k("packs file cut in half", "survive", lambda w: [f.write_bytes(f.read_bytes()[: f.stat().st_size // 2]) for f in w.out.glob("faults/*/packs.jsonl.gz")],
       run_bm25, prepare=run_bm25, check=metrics_ok)
