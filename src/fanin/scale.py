@@ -29,7 +29,7 @@ __all__ = ['SCALE_SYSTEMS', 'SCALE_SIZES', 'PROJECT_PASSAGES', 'SCALE_METRICS', 
            'replicate_corpus', 'replicate_parse', 'ReplicaEmbedder', 'replica_noise', 'replica_table', 'scale_corpus',
            'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one', 'exact_overlap',
            'growth_exponent', 'project', 'scale_fits', 'skip_reason', 'mem_available_mb', 'machine',
-           'format_scale_line', 'bench_scale', 'format_fits', 'scale_figure']
+           'format_scale_line', 'bench_scale', 'format_fits', 'scale_figure', 'scale_table']
 
 # %% ../../nbs/10a_scale.ipynb #75caca23
 _SWAP = re.compile(r"(?<=[A-Za-z])[a-z]{2}(?=[a-z])")
@@ -474,3 +474,24 @@ def scale_figure(rows: list[dict], path, to: float = PROJECT_PASSAGES):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+# %% ../../nbs/10a_scale.ipynb #52ec830f
+def scale_table(doc: dict) -> str:
+    """A scale record (`scale.json`) as a Markdown table: per system and size its passages, index seconds, index MB, peak MB,
+    p50 / p95 ms and the window index; then each figure's growth exponent and its projection to 10M passages."""
+    rows, fits = doc["rows"], doc.get("fits") or scale_fits(doc["rows"])
+    out = ["| system | size | passages | index s | index MB | peak MB | p50 ms | p95 ms | dense search |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("skipped") or r.get("error"):
+            out.append(f"| {r['system']} | {r['size']} | {r.get('passages') or ''} | {'skipped: ' + r['skipped'] if r.get('skipped') else 'error: ' + r['error']} | | | | | |")
+            continue
+        ann = "" if r.get("window_index") in (None, "exact") else f"{r['window_index']}: top-k overlap {r['ann_overlap']:.3f}, exact p50 {r['exact_p50_ms']:.1f} ms"
+        out.append(f"| {r['system']} | {r['size']} | {r['passages']:,} | {r['index_s']:.1f} | {r['index_bytes'] / 2**20:.0f} | {r['peak_mb']:.0f} | "
+                   f"{r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {ann or r.get('window_index') or ''} |")
+    out += ["", "| system | " + " | ".join(f"{m} (b → at 10M)" for m in SCALE_METRICS) + " |", "|---|" + "---|" * len(SCALE_METRICS)]
+    for system in dict.fromkeys(f["system"] for f in fits):
+        fs = {f["metric"]: f for f in fits if f["system"] == system}
+        at = lambda f: next((v for k, v in f.items() if k.startswith("at_")), None)
+        cell_ = lambda f: f"{f['exponent']:.2f} → {at(f):.3g}" if f["exponent"] is not None and at(f) is not None else "n/a"
+        out.append(f"| {system} | " + " | ".join(cell_(fs[m]) for m in SCALE_METRICS) + " |")
+    return "\n".join(out)
