@@ -261,8 +261,8 @@ def faults() -> list[Fault]:
     k("LLM cache overwritten whole", "survive", lambda w: next(w.out.glob("llm_cache/*.sqlite")).write_bytes(b"junk" * 4000), args=lambda w: [],
       runner=with_standin(lambda w, s: answer_args(w, s, "reader_llm.context_tokens=4096")),
       prepare="answers", check=lambda w, r: "llm cache is damaged" in (r.stdout + r.stderr).lower())
-    k("embedding cache overwritten whole", "survive", lambda w: (w.out / "cache" / "embeddings.sqlite").write_bytes(b"\x00junk" * 4000)
-      or shutil.rmtree(w.out / "index") or [shutil.rmtree(f) for f in w.folders()],   # nothing built: the rebuild needs the cache
+    k("embedding cache overwritten whole", "survive", lambda w: [(w.out / "cache" / "embeddings.sqlite").write_bytes(b"\x00junk" * 4000),
+      shutil.rmtree(w.out / "index"), *[shutil.rmtree(f) for f in w.folders()]],   # nothing built: the rebuild needs the cache
       run_dense, prepare=run_dense, check=lambda w, r: metrics_ok(w, r) and "embedding cache is damaged" in (r.stdout + r.stderr).lower())
     k("packs file cut in half", "survive", lambda w: [f.write_bytes(f.read_bytes()[: f.stat().st_size // 2]) for f in w.out.glob("faults/*/packs.jsonl.gz")],
       run_bm25, prepare=run_bm25, check=metrics_ok)
@@ -325,7 +325,8 @@ def run_fault(f: Fault, keep: bool = False) -> dict:
         f.setup(w)
         r = f.runner(w, f) if f.runner else w.run(f.args(w), env=f.env)
         outcome = classify(f, w, r, before)
-        tail = ((r.stderr or "").strip().splitlines() or [""])[-1][:240]
+        said = (r.stderr if r.returncode else r.stdout) or ""   # what the user reads last: the error, or the run's last line
+        tail = (said.strip().splitlines() or [""])[-1][:240]
     except Exception as e:   # the fault run's own failure is reported, not hidden
         outcome, tail = "harness error", f"{type(e).__name__}: {e}"[:240]
     finally:
