@@ -359,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,bm25s,dense,hybrid,long_context,oracle,closed_book")
     b.add_argument("--graph-domains", default="culture"); b.add_argument("--graph-systems", default="graph_retrieve,graal,ppr")
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
-    b.add_argument("--peers", default="nano_graphrag,lightrag,mem0,raptor_li,ms_graphrag", help="peers benched on --peer-domain ('' = none)")
+    from fanin.bench import BENCH_PEERS   # the one list of benched peers
+    b.add_argument("--peers", default=",".join(BENCH_PEERS), help="peers benched on --peer-domain ('' = none)")
     b.add_argument("--peer-domain", default="mathematics")
     b.add_argument("--scale", action="store_true", help="the scaling bench (fanin.scale): every --scale-systems at every --sizes, growth exponents")
     b.add_argument("--scale-systems", default="bm25,bm25s,dense,hybrid,graal,ppr"); b.add_argument("--sizes", default="domain,all,x10")
