@@ -129,7 +129,8 @@ def interrupt_runner(args_fn, after: Callable, hang_after: int | None = None):
             if hang_after is not None and len(calls) > hang_after: release.wait(120)
             return "Tower 1 was completed in 1911."
         with StandIn(model="served-7b", max_model_len=4096, reply=reply) as s:
-            p = subprocess.Popen([PY, "-m", "fanin.cli", *args_fn(w, s)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            p = subprocess.Popen([PY, "-m", "fanin.cli", *args_fn(w, s)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # as from a terminal
             t0 = time.time()
             while not after(w, calls) and time.time() - t0 < 120 and p.poll() is None: time.sleep(0.1)
             t = time.time()

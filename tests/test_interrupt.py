@@ -28,7 +28,10 @@ def test_ctrl_c_stops_within_seconds_while_calls_hang(tiny_overrides):
                                "reader_llm=vllm", f"reader_llm.base_url={s.base_url}", f"reader_llm.model={s.model}",
                                "reader_llm.concurrency=2", "reader_llm.timeout_s=300"]
         cmd = [sys.executable, "-m", "fanin.cli", "run", "--stages", "index,retrieve,evaluate,answer", *ov]
-        p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # as a terminal starts it: SIGINT at its default (a shell running this suite in the background may have set it to ignored,
+        # and a child inherits that)
+        p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         t0 = time.time()
         while len(calls) < 3 and time.time() - t0 < 120: time.sleep(0.2)
         assert len(calls) >= 3, "the run never reached the hanging call"
