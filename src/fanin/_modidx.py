@@ -296,6 +296,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                'fanin/fingerprints.py'),
                                     'fanin.fingerprints.digest': ('fingerprints.html#digest', 'fanin/fingerprints.py'),
                                     'fanin.fingerprints.file_sha256': ('fingerprints.html#file_sha256', 'fanin/fingerprints.py'),
+                                    'fanin.fingerprints.heal_sqlite': ('fingerprints.html#heal_sqlite', 'fanin/fingerprints.py'),
                                     'fanin.fingerprints.llm_identity': ('fingerprints.html#llm_identity', 'fanin/fingerprints.py'),
                                     'fanin.fingerprints.model_fingerprint': ( 'fingerprints.html#model_fingerprint',
                                                                               'fanin/fingerprints.py'),

@@ -18,6 +18,8 @@ from typing import Iterable, Protocol
 
 import numpy as np
 
+from .fingerprints import heal_sqlite
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: models come from installed packages
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -407,20 +409,10 @@ class EmbeddingCache:
         return con
 
     def _guard(self, op):
-        "Run `op`; if the file is damaged, move it aside, start an empty cache and run `op` again."
+        "Run `op`; if the file is damaged, move it aside, start an empty cache and run `op` again (`fingerprints.heal_sqlite`)."
         try: return op()
-        except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e): raise
-            with self._heal_lock:
-                gen = self._gen
-                con = getattr(self._local, "con", None)
-                if con is not None: con.close(); self._local.con = None
-                if gen == self._gen:
-                    from fanin.fingerprints import quarantine
-                    quarantine(self.path, str(e), "embedding cache")
-                    self._gen += 1
-                self._create()
-            return op()
+        except sqlite3.DatabaseError as e: heal_sqlite(self, e, "embedding cache", "con")
+        return op()
 
     class _write:
         "An explicit write transaction that takes the lock first, so concurrent writers queue instead of deadlocking."

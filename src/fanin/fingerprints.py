@@ -17,7 +17,7 @@ from .config import ConfigError, config_dir, without_credentials
 # %% auto #0
 __all__ = ['POLICIES', 'digest', 'corpus_fingerprint', 'questions_fingerprint', 'file_sha256', 'code_fingerprint',
            'model_fingerprint', 'llm_identity', 'StaleOutputs', 'changes', 'read_stamps', 'write_stamp', 'check_stamp',
-           'DamagedFile', 'quarantine']
+           'DamagedFile', 'quarantine', 'heal_sqlite']
 
 # %% ../../nbs/27_fingerprints.ipynb #fp04a0b
 def digest(obj: Any, n: int = 16) -> str:
@@ -187,3 +187,20 @@ def quarantine(path, problem: str, what: str = "file", log=print) -> Path:
         if src.exists(): src.replace(dest.with_name(dest.name + sfx))
     log(f"{path}: the {what} is damaged ({problem}); moved it to {dest.name} and rebuilding it")
     return dest
+
+
+def heal_sqlite(owner, error: Exception, what: str, conn_attr: str) -> None:
+    """After `error` from a SQLite cache file (`owner`: its `path`, thread-local `_local.<conn_attr>`, generation `_gen`,
+    `_heal_lock` and `_create()`): a lock timeout is raised again; damage closes this thread's connection, moves the file aside
+    once (the first thread to get here; the others find the generation moved on, which makes every thread reconnect) and
+    recreates its tables. The caller then retries what failed."""
+    import sqlite3
+    if isinstance(error, sqlite3.OperationalError) and "locked" in str(error): raise error
+    with owner._heal_lock:
+        gen = owner._gen
+        c = getattr(owner._local, conn_attr, None)
+        if c is not None: c.close(); setattr(owner._local, conn_attr, None)
+        if gen == owner._gen:
+            quarantine(owner.path, str(error), what)
+            owner._gen += 1
+        owner._create()

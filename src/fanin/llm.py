@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from fastcore.basics import patch
 
 from .config import known_context_tokens, public_url
+from .fingerprints import heal_sqlite
 
 if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
@@ -80,20 +81,10 @@ class LLMCache:
         return c
 
     def _guard(self, op):
-        "Run `op`; if the file is damaged, move it aside, start an empty cache and run `op` again."
+        "Run `op`; if the file is damaged, move it aside, start an empty cache and run `op` again (`fingerprints.heal_sqlite`)."
         try: return op()
-        except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e): raise
-            with self._heal_lock:
-                gen = self._gen
-                c = getattr(self._local, "conn", None)
-                if c is not None: c.close(); self._local.conn = None
-                if gen == self._gen:   # no other thread healed it meanwhile
-                    from fanin.fingerprints import quarantine
-                    quarantine(self.path, str(e), "LLM cache")
-                    self._gen += 1
-                self._create()
-            return op()
+        except sqlite3.DatabaseError as e: heal_sqlite(self, e, "LLM cache", "conn")
+        return op()
 
     def get(self, key: str) -> dict | None:
         row = self._guard(lambda: self._conn().execute("SELECT reply FROM replies WHERE key=?", (key,)).fetchone())
