@@ -45,11 +45,11 @@ def fusion_candidates(overrides=(), domains=None, depth: int = 100, check: bool 
             k, gold = k_for(cfg, inst.qtype, ds.broad_qtypes), set(inst.gold_docs)
             b, d = system.candidates_of(inst.query, max(depth, k))
             bm25_pack = [u.meta["chunk"] for u in system.bm25.retrieve(inst.query, k)]
-            for c in {c for c, _ in b} | {c for c, _ in d} | set(bm25_pack):
-                if c not in carried: carried[c] = set(unit_docs(system._units([c], [0.0])[0], corpus))
+            cands = {c for c, _ in b} | {c for c, _ in d} | set(bm25_pack)
+            for c in cands - carried.keys(): carried[c] = set(unit_docs(system._units([c], [0.0])[0], corpus))
             row = {"domain": domain, "instance_id": inst.id, "fan_in": inst.fan_in, "bin": fan_in_bin(inst.fan_in, cfg.fan_in_bins),
                    "k": k, "gold": sorted(gold), "bm25_pack": bm25_pack, "bm25": b, "dense": d,
-                   "credit": {c: sorted(carried[c] & gold) for c in {c for c, _ in b} | {c for c, _ in d} | set(bm25_pack)}}
+                   "credit": {c: sorted(carried[c] & gold) for c in cands}}
             if check:
                 n = max(s.candidates, k)   # the system's own candidate depth
                 fused = [c for c, _ in fuse(b[:n], d[:n], s.fusion, s.weights, s.rrf_k, s.alpha)[:k]]
