@@ -1,4 +1,4 @@
-"""Declared contracts (issue 18): every configured system, answer judge and evidence judge subclasses its contract (System,
+"""Declared contracts: every configured system, answer judge and evidence judge subclasses its contract (System,
 Judge, EvidenceJudge), and a config pointing at anything else stops with the contract's name; every dataset loader keeps the
 Dataset contract, so `fanin stats` works on each of the three formats from the contract alone."""
 import importlib

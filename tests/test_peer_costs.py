@@ -1,4 +1,4 @@
-"""Peers' costs (issue 17, item 5 and the bench target): the lab's cost table carries a peer's package, version and index cost
+"""Peers' costs (the cost table and the bench target): the lab's cost table carries a peer's package, version and index cost
 (LLM requests, server calls, tokens, seconds, bytes, environment setup), and `make bench`'s peer lines are well formed, with an
 error line for a peer whose environment cannot be built while the others still run. Peers run on the tiny fixture corpus against the
 loopback OpenAI-compatible stand-in (tests/openai_standin.py), never a real model."""

@@ -1,4 +1,4 @@
-"""Experiment tables (issue 18): one registry (configs/table/*.yaml, each a Hydra `_target_` driver) and one verb.
+"""Experiment tables: one registry (configs/table/*.yaml, each a Hydra `_target_` driver) and one verb.
 `fanin table --list` prints one name per line; `fanin table NAME [overrides]` writes outputs/tables/NAME.csv (and its parts) under
 a setting line; an unknown name is refused with the registered names. The costs driver runs on a real BM25 run of the fixture."""
 import json
@@ -81,7 +81,7 @@ def test_adding_a_table_is_a_driver_and_a_config(tmp_path, monkeypatch):
 
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_embedding_cache_table_shows_a_window_embedded_once(tmp_path):
-    "dense embeds the fixture's windows; hybrid, built next over the same chunks, embeds none of them again (issue 19)."
+    "dense embeds the fixture's windows; hybrid, built next over the same chunks, embeds none of them again."
     from fanin.config import resolve_path
     ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path}", "progress=false", "systems=[dense,hybrid]",
           "experiment_name=ec", f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1"]

@@ -1,4 +1,4 @@
-"""Document-level windows (issue 19): each page is windowed once, so the text two overlapping chunks share is embedded once;
+"""Document-level windows: each page is windowed once, so the text two overlapping chunks share is embedded once;
 every window is owned by a chunk that holds its middle; the chunk-level windows are unchanged (the default's numbers stay)."""
 import pytest
 
