@@ -2,18 +2,37 @@
 VENV    := .venv
 PY      := $(VENV)/bin/python
 FANIN   := $(VENV)/bin/fanin
-# CPU build of PyTorch (needed by sentence-transformers); installed first so no CUDA build is pulled in
-TORCH   ?= torch==2.13.0
+# CPU build of PyTorch (needed by sentence-transformers), the wheel in the machine's wheel folder /opt/wheels (pip's find-links):
+# requirements.lock pins it with its sha256, so no CUDA build is pulled in
+TORCH   ?= torch==2.13.0+cpu
+# the lab's environment: every package at one version with its sha256 (pyproject.toml's dependencies and all its extras, and
+# TORCH), and the build backends of the two source-only packages (llama-cpp-python, antlr4-python3-runtime) and of fanin itself
+LOCK       := requirements.lock
+BUILD_LOCK := requirements-build.lock
 
-.PHONY: setup reproduce reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation
+.PHONY: setup lock reproduce reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# pip refuses any file whose sha256 the locks don't list; nothing is built in an unpinned build environment (fanin and the two
+# source packages are built with requirements-build.lock's backends; llama-cpp-python needs cmake>=3.21 and a C++ compiler)
+$(VENV)/.installed: $(LOCK) $(BUILD_LOCK) pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet --require-hashes -r $(BUILD_LOCK)
+	$(PY) -m pip install --quiet --require-hashes --no-build-isolation -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
+
+# regenerate both locks from pyproject.toml (and TORCH) with uv in a throwaway venv (nothing is added to .venv/), for CPython
+# 3.11 on linux x86_64; pins already in the locks are kept unless LOCK_ARGS=--upgrade (or --upgrade-package NAME)
+UV        ?= uv==0.13.9
+LOCK_ARGS ?=
+LOCK_OPTS  = --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links /opt/wheels \
+             --emit-find-links --custom-compile-command "make lock" $(LOCK_ARGS)
+lock:
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && python3 -m venv "$$tmp" && "$$tmp/bin/pip" install --quiet "$(UV)" && \
+	printf '%s\nsetuptools>=64\n' "$(TORCH)" | "$$tmp/bin/uv" pip compile --quiet - pyproject.toml --all-extras $(LOCK_OPTS) -o $(LOCK) && \
+	printf 'setuptools>=64\nscikit-build-core>=0.9.2\n' | "$$tmp/bin/uv" pip compile --quiet - -c $(LOCK) $(LOCK_OPTS) -o $(BUILD_LOCK)
 
 data: setup
 	$(FANIN) data
@@ -68,8 +87,8 @@ bench-scale: setup
 sweep: setup
 	$(FANIN) sweep
 
+# jupyterlab (the `lab` extra) is in requirements.lock, so `make setup` installed it
 lab: setup
-	$(PY) -m pip install --quiet -e ".[lab]"
 	$(VENV)/bin/jupyter lab nbs
 
 # notebooks are the source: export them into src/fanin and strip outputs/metadata
