@@ -1,5 +1,7 @@
-"""The README says what exists: its configuration registry names every config of every group, and its commands use the
-tools `make setup` installs (.venv/bin/...), not bare names that are not on PATH."""
+"""The README is a user's guide that says what exists: its configuration registry names every config of every group, its
+commands use the tools `make setup` installs (.venv/bin/...), it stays short and free of development history, and every
+measured figure it quotes links to a file in data/measured/ (or the notebook that renders them) that exists."""
+import csv
 import re
 from pathlib import Path
 
@@ -7,9 +9,15 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 
+def _section(heading: str) -> str:
+    "The text under a `## heading` (or `### heading`) up to the next heading of any level."
+    m = re.search(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#+ |\Z)", README, re.M | re.S)
+    assert m, f"README has no section {heading!r}"
+    return m.group(1)
+
+
 def test_the_registry_table_names_every_config():
-    table = README.split("### Configuration registry", 1)[1].split("\n\n", 2)[1]
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| (.+) \|$", table, re.M)}
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| (.+) \|$", _section("Configuration registry"), re.M)}
     missing = []
     for group in ("dataset", "system", "embedder", "llm", "reader", "judge", "evidence_judge", "experiment", "table"):
         assert group in rows, f"README's registry has no row for {group}"
@@ -19,5 +27,48 @@ def test_the_registry_table_names_every_config():
 
 def test_readme_commands_use_the_venv_tools():
     blocks = "\n".join(re.findall(r"```(?:bash|sh)?\n(.*?)```", README, re.S))
-    bare = [l for l in blocks.splitlines() if re.match(r"\s*(papermill|fanin|dvc|pytest|jupyter|nbdev-\w+)\s", l)]
+    bare = [l for l in blocks.splitlines() if re.match(r"\s*(papermill|fanin|fanin-hydra|dvc|pytest|jupyter|nbdev-\w+)\s", l)]
     assert not bare, f"README commands that are not on PATH after `make setup` (use .venv/bin/...): {bare}"
+
+
+def test_readme_is_a_short_guide():
+    n = len(README.splitlines())
+    assert n <= 260, f"README.md has {n} lines; it is a user's guide of at most ~250: measured write-ups go to data/measured/ and nbs/97_measured.ipynb"
+    for heading in ("The two commands", "What a researcher does", "Reproduce a paper's table", "Add a system", "Sweep k",
+                    "Bring an endpoint", "Read a result", "Opt-in targets", "Configuration registry", "Data sources and licences",
+                    "Measured", "Working on it"):
+        assert re.search(rf"^#+ {re.escape(heading)}", README, re.M), f"README has no section starting {heading!r}"
+
+
+# development history belongs to git log: session and issue numbers, tracker references, and "was X, now Y" accounts
+NARRATIVE = [r"\bsessions? \d+", r"\bissues? #?\d+", r"(?<![\w&])#\d{2,}\b", r"\bwas [^.;|]{1,60}, now\b", r"\bnow [^.;|]{1,80}\(was\b", r"\(was \d", r", was \d",
+             r"\b(previously|used to be|no longer|this session|last session|in this PR|changelog)\b"]
+
+
+def test_readme_has_no_development_narrative():
+    found = [(p, m.group(0)) for p in NARRATIVE for m in re.finditer(p, README, re.I)]
+    assert not found, f"development history in README.md (git log keeps it): {found}"
+
+
+def test_the_reproduce_measured_block_is_marked_once():
+    opens, closes = README.count("<!-- reproduce-measured -->"), README.count("<!-- /reproduce-measured -->")
+    assert opens == closes == 1, f"README needs exactly one <!-- reproduce-measured --> ... <!-- /reproduce-measured --> block ({opens}, {closes})"
+    assert README.index("<!-- reproduce-measured -->") < README.index("<!-- /reproduce-measured -->")
+
+
+def test_every_measured_link_exists():
+    paths = set(re.findall(r"\b(data/measured/[\w./-]*\w)", README)) | set(re.findall(r"\]\(((?:data|nbs)/[^)\s]+)\)", README))
+    assert paths, "README's Measured section links to no data file"
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert not missing, f"README links to files that do not exist: {missing}"
+    measured = _section("Measured")
+    rows = [l for l in measured.splitlines() if l.startswith("| ") and not l.startswith("| figure")]
+    assert len(rows) >= 5, "the Measured table has a line per headline figure"
+    unlinked = [l for l in rows if not re.search(r"\]\((data/measured/|nbs/97_measured)", l)]
+    assert not unlinked, f"Measured lines without a link to their data: {unlinked}"
+    undated = [l for l in rows if not re.search(r"\| (20\d\d-\d\d-\d\d|not stated)", l)]
+    assert not undated, f"Measured lines without a date (or 'not stated'): {undated}"
+    with open(ROOT / "data" / "measured" / "figures.csv", newline="") as f:
+        tables = {r["table"] for r in csv.DictReader(f)}
+    cited = set(re.findall(r"figures\.csv\]\([^)]*\) `(\w+)`", measured))
+    assert cited and cited <= tables, f"Measured lines cite tables that data/measured/figures.csv lacks: {sorted(cited - tables)}"
