@@ -17,8 +17,8 @@ from .pipeline import StageFailed
 
 # %% auto #0
 __all__ = ['headline', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics', 'cmd_tables',
-           'cmd_report', 'cmd_table', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb', 'interrupted', 'build_parser',
-           'main']
+           'cmd_report', 'cmd_table', 'cmd_plan', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb', 'interrupted',
+           'build_parser', 'main']
 
 # %% ../../nbs/09_cli.ipynb #cc0b9645
 def headline(by_bin_csv) -> str:
@@ -141,13 +141,25 @@ def cmd_report(overrides):
     r = write_report(folders, name, cfg.fan_in_bins, data_dir=out / "data", topk=topk, out=out / "report.md")
     print(f"report: {r}")
 
-def cmd_table(name, overrides):
-    "Make a registered table (configs/table/<name>.yaml): `outputs/tables/<name>.csv` and its parts; print the main one."
+def cmd_table(name, overrides, run=False):
+    """Make a registered table (configs/table/<name>.yaml): `outputs/tables/<name>.csv` and its parts; print the main one. A table
+    whose driver runs stages first prints what they will compute and cost, and computes only with `run` (`--run`)."""
     from fanin.experiments import run_table
     from fanin.lab_report import read_table
-    paths = run_table(name, overrides)
+    paths = run_table(name, overrides, run=run)
     print(read_table(paths[""]).to_string(index=False, max_rows=60, float_format=lambda x: f"{x:.4g}"))
     for p in paths.values(): print(f"table: {p}")
+
+def cmd_plan(overrides, stages=None, tokens_per_s=None, windows_per_s=None, chars_per_s=None, json_path=None):
+    "`fanin plan`: what `fanin run` with the same overrides would compute and cost, without calling a model (`fanin.plan`)."
+    from fanin.plan import plan
+    p = plan(overrides, stages or None, tokens_per_s, windows_per_s, chars_per_s)
+    print(p.render())
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(p.to_dict(), indent=1, default=str))
+        print(f"plan: {json_path}")
+    return p
 
 # %% ../../nbs/09_cli.ipynb #cl13
 def cmd_sweep(overrides, kernel="python3"):
@@ -337,6 +349,14 @@ def build_parser() -> argparse.ArgumentParser:
     tb = sub.add_parser("table", help="a registered experiment table (configs/table/NAME.yaml) -> outputs/tables/NAME.csv; --list names them")
     tb.add_argument("name", nargs="?", help="the table's name (`fanin table --list`)")
     tb.add_argument("--list", action="store_true", help="print every registered table's name, one per line")
+    tb.add_argument("--run", action="store_true", help="compute the runs a table's driver makes first (without it: print their plan and stop)")
+    pl = sub.add_parser("plan", help="what `fanin run` with these overrides would compute and cost (LLM requests, tokens, windows, "
+                        "parse characters, cached, seconds), without calling a model")
+    pl.add_argument("--stages", default=None, help="as for `fanin run` (default: the experiment's stages, else the retrieval stages)")
+    pl.add_argument("--tokens-per-s", type=float, default=None, help="LLM tokens a second (default: measured from the LLM cache, else the bench figures)")
+    pl.add_argument("--windows-per-s", type=float, default=None, help="embedding windows a second (default: measured index records, else the bench figures)")
+    pl.add_argument("--chars-per-s", type=float, default=None, help="spaCy parse characters a second (default: cached parses' records, else the bench figures)")
+    pl.add_argument("--json", default=None, metavar="PATH", help="also write the plan as JSON here")
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
     jc.add_argument("--cases", default=None, help="one JSONL file of cases (default: the judge's sets: its tuning set and, where it "
                     "exists, its frozen set; for WildGraphBench's types data/judge_meta/cases.jsonl and frozen_cases.jsonl)")
@@ -406,7 +426,10 @@ def main(argv=None):
             from fanin.experiments import table_names
             if args.list: print("\n".join(table_names()))
             elif not args.name: raise ConfigError(f"fanin table needs a NAME; registered tables: {', '.join(table_names())}")
-            else: cmd_table(args.name, overrides)
+            else: cmd_table(args.name, overrides, args.run)
+        elif args.cmd == "plan":
+            stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
+            cmd_plan(overrides, stages, args.tokens_per_s, args.windows_per_s, args.chars_per_s, args.json)
         elif args.cmd == "bench" and args.scale_one:
             from fanin.scale import bench_scale_one
             print(json.dumps(bench_scale_one(*args.scale_one, overrides, args.queries, args.copies, args.seed, args.scale_domain), default=float))

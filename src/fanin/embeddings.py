@@ -110,7 +110,7 @@ class TorchMiniLM:
         gpu = self.device.startswith("cuda")
         self.dtype = ("float16" if gpu else "float32") if dtype == "auto" else dtype
         if self.dtype not in _DTYPES: raise ValueError(f"embedder.dtype={dtype!r}: expected auto, {', '.join(_DTYPES)}")
-        self.name = f"all-MiniLM-L6-v2/torch-{_DTYPES[self.dtype]}" + ("-cuda" if gpu else "")
+        self.name = self.cache_name(device=self.device, dtype=self.dtype)
         self.device_name = torch.cuda.get_device_name(self.device) if gpu else "cpu"
         self.threads = int(threads or default_threads())
         self.batch_size = int(batch_size)
@@ -119,6 +119,13 @@ class TorchMiniLM:
         if self.dtype != "float32": self.model.to(getattr(torch, self.dtype))
         self.model.max_seq_length = self.max_tokens
         self._tok = minilm_tokenizer(self.max_tokens)
+
+    @staticmethod
+    def cache_name(device: str = "cpu", dtype: str = "auto", **_) -> str:
+        "The name its vectors are cached under, from its settings alone (nothing loaded): the arithmetic and the device type."
+        gpu = resolve_device(device).startswith("cuda")
+        dtype = ("float16" if gpu else "float32") if dtype == "auto" else dtype
+        return f"all-MiniLM-L6-v2/torch-{_DTYPES.get(dtype, dtype)}" + ("-cuda" if gpu else "")
 
     def model_files(self) -> list[Path]:
         "The files this embedder loads (their sha256 goes into every index and run built with it: `fanin.fingerprints`)."
@@ -290,12 +297,17 @@ class OnnxMiniLM:
         self.threads = int(threads or default_threads())
         self.batch_size = int(batch_size)
         self.quantize = bool(quantize)
-        kernel = int8_kernel()  # int8 vectors differ between kinds of int8 product (above): the name, and so the cache key, says which
-        self.name = f"all-MiniLM-L6-v2/onnx-{ONNX_RECIPE if self.quantize else 'fused-fp32'}" + ("-novnni" if self.quantize and kernel != "vnni" else "")
+        self.name = self.cache_name(quantize=self.quantize)
         self.model_path = minilm_onnx(self.quantize, model_dir)
         self.session = self._session(self.threads)
         self.bulk_sessions: list | None = None  # the one-thread sessions, made on the first call with several batches
         self._tok = minilm_tokenizer(self.max_tokens)
+
+    @staticmethod
+    def cache_name(quantize: bool = True, **_) -> str:
+        """The name its vectors are cached under, from its settings alone (nothing loaded). int8 vectors differ between kinds of
+        int8 product (above): the name, and so the cache key, says which."""
+        return f"all-MiniLM-L6-v2/onnx-{ONNX_RECIPE if quantize else 'fused-fp32'}" + ("-novnni" if quantize and int8_kernel() != "vnni" else "")
 
     def model_files(self) -> list[Path]:
         "The files this embedder loads: the built graph and the tokenizer (fingerprinted into every index built with it)."

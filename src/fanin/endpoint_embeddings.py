@@ -32,13 +32,18 @@ class OpenAICompatibleEmbedder:
     """Embeddings from an OpenAI-compatible `/v1/embeddings` endpoint, in batches of `batch_size`, `concurrency` batches in
     flight; L2-normalised float32 vectors in input order. `dim` is learnt at the preflight when not given."""
 
+    @staticmethod
+    def cache_name(model: str, name: str | None = None, dimensions: int | None = None, **_) -> str:
+        "The name its vectors are cached under (`name`, else the model and any shortened size), from its settings alone."
+        return name or f"openai-compatible:{model}" + (f"@{dimensions}d" if dimensions else "")
+
     def __init__(self, base_url: str, model: str, dim: int | None = None, name: str | None = None, api_key_env: str | None = None,
                  batch_size: int = 64, concurrency: int = 1, timeout_s: float = 60.0, max_retries: int = 3,
                  max_tokens: int = 512, dimensions: int | None = None):
         if not base_url: raise ValueError("embedder.base_url is required (e.g. http://127.0.0.1:8000/v1)")
         if not model: raise ValueError("embedder.model is required: the model name the server serves")
         self.base_url, self.model, self.api_key_env = base_url.rstrip("/"), model, api_key_env
-        self.name = name or f"openai-compatible:{model}" + (f"@{dimensions}d" if dimensions else "")
+        self.name = self.cache_name(model=model, name=name, dimensions=dimensions)
         self.batch_size, self.concurrency = max(1, int(batch_size)), max(1, int(concurrency))
         self.timeout_s, self.max_retries, self.max_tokens, self.dimensions = timeout_s, int(max_retries), int(max_tokens), dimensions
         self._dim, self._client, self._lock, self._ready = dim, None, threading.Lock(), None

@@ -19,8 +19,8 @@ from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
 
 # %% auto #0
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
-           'table_config', 'table_overrides', 'run_table', 'question_domains', 'cost_table', 'costs', 'spacy_version',
-           'graal_table1', 'estimator_table', 'routing', 'embedding_cache_table', 'embedding_cache',
+           'table_config', 'table_overrides', 'run_table', 'check_work', 'question_domains', 'cost_table', 'costs',
+           'spacy_version', 'graal_table1', 'estimator_table', 'routing', 'embedding_cache_table', 'embedding_cache',
            'graphrag_bench_scores', 'passage_recall_table', 'sweep_overrides', 'topk_frame', 'topk',
            'reader_judge_ablation', 'topk_answers', 'authtrace_lens']
 
@@ -96,10 +96,12 @@ def table_overrides(name: str, overrides=()) -> list[str]:
     return [o for i, o in enumerate(ov) if last[o.split("=", 1)[0]] == i]
 
 
-def run_table(name: str, overrides=(), out_name: str | None = None, params: dict | None = None) -> dict[str, Path]:
+def run_table(name: str, overrides=(), out_name: str | None = None, params: dict | None = None, run: bool = True) -> dict[str, Path]:
     """Make the table `name` and write `outputs/tables/<out_name or name>.csv`, its parts and its figures
     (`outputs/figures/<out_name or name>_<figure>.png`); returns {part ('' = main; `fig:<figure>` for a figure): path}.
-    `params`: keyword arguments for the driver, over the table config's `params`."""
+    `params`: keyword arguments for the driver, over the table config's `params`. A driver that starts runs before it reads them
+    (its `work`: the (overrides, stages) it runs) first prints what they will compute and cost (`fanin.plan`); with `run=False`
+    it stops there (a ConfigError naming `--run`) when anything is left to compute."""
     from hydra.utils import get_method
     from fanin.lab_report import write_table
     tc = table_config(name)
@@ -107,6 +109,8 @@ def run_table(name: str, overrides=(), out_name: str | None = None, params: dict
     try: driver: Callable = get_method(tc._target_)
     except Exception as e: raise ConfigError(f"configs/table/{name}.yaml: _target_ {tc._target_!r} is not importable ({e})") from None
     kw = {**(OmegaConf.to_container(tc.params, resolve=True) if tc.get("params") else {}), **(params or {})}
+    work = getattr(driver, "work", None)
+    if work is not None: check_work(name, work(ov, **kw), run)
     t = driver(ov, **kw)
     if not isinstance(t, Table): raise TypeError(f"the driver {tc._target_} returned {type(t).__name__}, not a fanin.experiments.Table")
     out = resolve_path(compose(ov).paths.outputs)
@@ -115,6 +119,17 @@ def run_table(name: str, overrides=(), out_name: str | None = None, params: dict
     for part, frame in t.parts.items(): paths[part] = write_table(frame, out / "tables" / f"{stem}_{part}.csv", t.setting)
     for fig, draw in t.figures.items(): paths[f"fig:{fig}"] = draw(out / "figures" / f"{stem}_{fig}.png", t.setting)
     return paths
+
+
+def check_work(name: str, work, run: bool) -> None:
+    "Print what a table's runs will compute and cost; with nothing computed yet and `run=False`, stop before any work."
+    from fanin.plan import plan_many
+    p = plan_many(work)
+    if not p.to_do: return
+    print(p.render(), flush=True)
+    if not run:
+        raise ConfigError(f"table {name} would first compute the work above; run `fanin table {name} --run` to compute it "
+                          f"(or make the runs it reads first, then the table only reads them)")
 
 # %% ../../nbs/35_experiments.ipynb #ex10
 INDEX_COST_KEYS = {"llm_index_requests": "llm_requests", "llm_index_calls": "llm_calls", "llm_index_cache_hits": "llm_cache_hits",
@@ -213,6 +228,14 @@ def graal_table1(overrides) -> Table:
                f"frames from the dependency parse; edges={edges}")
     t["setting"] = setting
     return Table(t, setting, {"claims": claims})
+
+
+def _graal_work(overrides) -> list:
+    "What `graal_table1` builds before it reads: each method's index over the configured domains."
+    from fanin.graphs import METHODS
+    return [([*overrides, f"system={m}", "systems=null"], ["index"]) for m in METHODS]
+
+graal_table1.work = _graal_work
 
 # %% ../../nbs/35_experiments.ipynb #ex16
 def estimator_table(overrides=(), llm_sample: int | None = 40, seed: int = 0) -> pd.DataFrame:
@@ -402,6 +425,14 @@ def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max
     main = tables.pop("accuracy_overall")
     return Table(main, " | ".join(dict.fromkeys(cards)), {**tables, "per_question": df})
 
+
+def _ablation_work(overrides, readers=((),), judges=(("proxy", ()),), max_failed_share: float = 0.25, **_) -> list:
+    "What the ablation runs: the packs, then each reader's answers judged by every judge (judges' own LLM overrides aside)."
+    base = list(overrides) + [f"answer.max_failed_share={max_failed_share}", f"answer.judges=[{','.join(j for j, _ in judges)}]"]
+    return [(base + list(r), ["index", "retrieve", "evaluate", "answer", "judge"]) for r in readers]
+
+reader_judge_ablation.work = _ablation_work
+
 # %% ../../nbs/35_experiments.ipynb #ex30
 def topk_answers(overrides, ks, answer_judge: str, score: str) -> pd.DataFrame:
     "Per (system, k): questions, answered, mean ER / EP (unit-level) and the answer score of a sweep's answered sample."
@@ -438,3 +469,11 @@ def authtrace_lens(overrides, evidence_judge: str = "document", answer_judge: st
         setting += f"; top-k check: {' '.join(topk_overrides)} at k={list(topk_ks)}"
     figures = lens_figures(tables, corr, ac, bins)
     return Table(tables.pop("table1_by_bin"), setting, tables, figures)
+
+
+def _lens_work(overrides, run_stages=(), topk_ks=(), topk_overrides=(), **_) -> list:
+    "What the lens runs before it reads: `run_stages` over the experiment, and the top-k check's runs at each k."
+    out = [(list(overrides), list(run_stages))] if run_stages else []
+    return out + [([*topk_overrides, f"k={k}"], ["retrieve", "evaluate", "answer", "judge"]) for k in topk_ks]
+
+authtrace_lens.work = _lens_work
