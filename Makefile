@@ -10,7 +10,7 @@ TORCH   ?= torch==2.13.0+cpu
 LOCK       := requirements.lock
 BUILD_LOCK := requirements-build.lock
 
-.PHONY: setup lock reproduce reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation
+.PHONY: setup lock reproduce reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
 
 setup: $(VENV)/.installed
 
@@ -68,7 +68,7 @@ ablation: setup
 
 # PYTEST_ARGS: extra pytest arguments, e.g. make test PYTEST_ARGS="-k peers --durations=20"
 PYTEST_ARGS ?=
-test: setup
+test: setup browser
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 # the fault run: 75 kinds of injected fault (data, config, staleness, interruption, concurrency, endpoint, caches, secrets), each
@@ -90,6 +90,19 @@ sweep: setup
 # jupyterlab (the `lab` extra) is in requirements.lock, so `make setup` installed it
 lab: setup
 	$(VENV)/bin/jupyter lab nbs
+
+# the documentation site: every notebook of nbs/ through nbdev's doc processors (reference cards for the exported names), made a
+# website by mkdocs-jupyter with the Material theme (PyPI's quarto-cli downloads Quarto from GitHub while it installs, which
+# this machine cannot reach). The examples are shown as written and not run: the notebooks are committed without outputs and
+# some examples run real models for minutes (docs/build.py). Incremental, keyed by each notebook's content; offline.
+docs: setup
+	$(PY) docs/build.py
+	@echo "open outputs/docs/site/index.html (or: $(PY) -m http.server -d outputs/docs/site)"
+
+# headless Chromium for tests/test_browser.py, from Debian's packages, installed when it is missing and we are root
+browser:
+	@test -x /usr/bin/chromium || [ "$$(id -u)" != 0 ] || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 # notebooks are the source: export them into src/fanin and strip outputs/metadata
 export: setup
