@@ -88,8 +88,9 @@ sweep: setup
 	$(FANIN) sweep
 
 # jupyterlab (the `lab` extra) is in requirements.lock, so `make setup` installed it
+# as root (this machine, CI) Jupyter refuses to start without --allow-root
 lab: setup
-	$(VENV)/bin/jupyter lab nbs
+	$(VENV)/bin/jupyter lab nbs $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # the documentation site: every notebook of nbs/ through nbdev's doc processors (reference cards for the exported names), made a
 # website by mkdocs-jupyter with the Material theme (PyPI's quarto-cli downloads Quarto from GitHub while it installs, which
