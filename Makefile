@@ -10,7 +10,7 @@ TORCH   ?= torch==2.13.0+cpu
 LOCK       := requirements.lock
 BUILD_LOCK := requirements-build.lock
 
-.PHONY: setup lock reproduce reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
+.PHONY: setup lock reproduce reproduce-full answers structured reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
 
 setup: $(VENV)/.installed
 
@@ -43,14 +43,34 @@ MODELS ?= qwen2.5-coder-1.5b-instruct
 models: setup
 	$(FANIN) fetch-model $(MODELS)
 
-# the default experiment (all 12 domains x bm25, dense, hybrid, long_context, oracle at the paper's k) and the top-k sweep,
-# through DVC: a rerun with nothing changed does nothing. Every stage of dvc.yaml except the opt-in ones below.
-# Opt-in stages (model work beyond the newcomer's first question; README): `make peers` = the real peer packages beside the
-# lab's paradigms (hours on 2 cores); `make ablation` = the reader x judge ablation (17 min cold on 2 cores, measured).
-OPT_IN_STAGES := peers ablation
+# `make reproduce`: what is exact offline, through DVC (a rerun with nothing changed does nothing): the evidence side of every
+# no-LLM system on all 12 domains (bm25, dense, hybrid, long_context, oracle; the entity-graph systems on culture + technology;
+# the HippoRAG-layout samples), the top-k sweeps, the AuthTrace lens's evidence tables, the papers' tables as data with their
+# checks, the reported-vs-lab report, and a labelled answer smoke check (DVC stage `smoke`).
+# Opt-in stages, whose meaning depends on a capable model (each target says its measured cost on 2 cores in the README):
+#   make answers     the paper experiment's answer sample (45 answers) and the answer-side lens
+#   make structured  the LLM-built indexes (raptor, community, memory, wiki) on mathematics and the routing tables
+#   make peers       the real peer packages beside the lab's paradigms (hours on 2 cores)
+#   make ablation    the reader x judge ablation
+# With a capable model, run the same experiment with the reader on an endpoint (outputs land in the same places):
+#   .venv/bin/fanin run experiment=paper_sample reader_llm=vllm reader_llm.base_url=URL reader_llm.model=NAME
+# `make reproduce-full` runs every stage.
+OPT_IN_STAGES := answers structured peers ablation
+DVC := $(VENV)/bin/dvc
 reproduce: setup
-	$(VENV)/bin/dvc repro $$($(VENV)/bin/dvc stage list --name-only | grep -vxF $(foreach s,$(OPT_IN_STAGES),-e $(s)))
+	$(DVC) repro $$($(DVC) stage list --name-only | grep -vxF $(foreach s,$(OPT_IN_STAGES),-e $(s)))
 	@echo "report: outputs/report.md"
+
+reproduce-full: setup
+	$(DVC) repro
+	$(DVC) repro --force --single-item reproduction figures
+	@echo "report: outputs/report.md"
+
+# each opt-in stage, then the reported-vs-lab comparisons and the report again, so they pick up its tables
+answers structured: setup
+	$(DVC) repro $@
+	$(DVC) repro --force --single-item reproduction figures
+	@echo "tables: outputs/tables/; report: outputs/report.md"
 
 # the evidence side of the paper experiment on a CUDA GPU: embedder=minilm_gpu (the shipped MiniLM in fp16, batch 1024); its
 # vectors are cached apart from the CPU's, and every index card names the GPU. Outside DVC (DVC's stages are the CPU default).
@@ -59,11 +79,11 @@ reproduce-gpu: setup
 	$(FANIN) run experiment=paper embedder=minilm_gpu --stages index,retrieve,evaluate,tables
 
 peers: setup
-	$(VENV)/bin/dvc repro peers
+	$(DVC) repro peers
 	@echo "paradigm tables: outputs/tables/paradigms*.csv"
 
 ablation: setup
-	$(VENV)/bin/dvc repro ablation
+	$(DVC) repro ablation
 	@echo "ablation tables: outputs/tables/reader_judge_ablation*.csv"
 
 # PYTEST_ARGS: extra pytest arguments, e.g. make test PYTEST_ARGS="-k peers --durations=20"
