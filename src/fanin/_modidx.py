@@ -75,6 +75,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
             'fanin.cli': { 'fanin.cli._env_keys': ('cli.html#_env_keys', 'fanin/cli.py'),
                            'fanin.cli._eval_wgb_lines': ('cli.html#_eval_wgb_lines', 'fanin/cli.py'),
                            'fanin.cli._judge_check_lines': ('cli.html#_judge_check_lines', 'fanin/cli.py'),
+                           'fanin.cli._plan_parser': ('cli.html#_plan_parser', 'fanin/cli.py'),
                            'fanin.cli.build_parser': ('cli.html#build_parser', 'fanin/cli.py'),
                            'fanin.cli.cmd_data': ('cli.html#cmd_data', 'fanin/cli.py'),
                            'fanin.cli.cmd_data_report': ('cli.html#cmd_data_report', 'fanin/cli.py'),

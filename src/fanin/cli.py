@@ -329,6 +329,17 @@ def interrupted(cmd: str):
     os._exit(130)
 
 # %% ../../nbs/09_cli.ipynb #7a968fec
+def _plan_parser(sub):
+    "`fanin plan`'s options."
+    pl = sub.add_parser("plan", help="what `fanin run` with these overrides would compute and cost (LLM requests, tokens, windows, "
+                        "parse characters, cached, seconds), without calling a model")
+    pl.add_argument("--stages", default=None, help="as for `fanin run` (default: the experiment's stages, else the retrieval stages)")
+    pl.add_argument("--tokens-per-s", type=float, default=None, help="LLM tokens a second (default: measured from the LLM cache, else the bench figures)")
+    pl.add_argument("--windows-per-s", type=float, default=None, help="embedding windows a second (default: measured index records, else the bench figures)")
+    pl.add_argument("--chars-per-s", type=float, default=None, help="spaCy parse characters a second (default: cached parses' records, else the bench figures)")
+    pl.add_argument("--json", default=None, metavar="PATH", help="also write the plan as JSON here")
+
+
 def build_parser() -> argparse.ArgumentParser:
     "Every command and its options (Hydra overrides are passed through as they are)."
     p = argparse.ArgumentParser(prog="fanin", description="fanin: evidence construction judged by fan-in. Every command takes Hydra overrides.")
@@ -350,13 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("name", nargs="?", help="the table's name (`fanin table --list`)")
     tb.add_argument("--list", action="store_true", help="print every registered table's name, one per line")
     tb.add_argument("--run", action="store_true", help="compute the runs a table's driver makes first (without it: print their plan and stop)")
-    pl = sub.add_parser("plan", help="what `fanin run` with these overrides would compute and cost (LLM requests, tokens, windows, "
-                        "parse characters, cached, seconds), without calling a model")
-    pl.add_argument("--stages", default=None, help="as for `fanin run` (default: the experiment's stages, else the retrieval stages)")
-    pl.add_argument("--tokens-per-s", type=float, default=None, help="LLM tokens a second (default: measured from the LLM cache, else the bench figures)")
-    pl.add_argument("--windows-per-s", type=float, default=None, help="embedding windows a second (default: measured index records, else the bench figures)")
-    pl.add_argument("--chars-per-s", type=float, default=None, help="spaCy parse characters a second (default: cached parses' records, else the bench figures)")
-    pl.add_argument("--json", default=None, metavar="PATH", help="also write the plan as JSON here")
+    _plan_parser(sub)
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
     jc.add_argument("--cases", default=None, help="one JSONL file of cases (default: the judge's sets: its tuning set and, where it "
                     "exists, its frozen set; for WildGraphBench's types data/judge_meta/cases.jsonl and frozen_cases.jsonl)")
