@@ -27,8 +27,8 @@ PROJECT_PASSAGES = 10_000_000
 # %% auto #0
 __all__ = ['SCALE_SYSTEMS', 'SCALE_SIZES', 'PROJECT_PASSAGES', 'SCALE_METRICS', 'perturb_text', 'copy_id', 'base_of',
            'replicate_corpus', 'replicate_parse', 'ReplicaEmbedder', 'replica_noise', 'replica_table', 'scale_corpus',
-           'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one', 'exact_overlap',
-           'growth_exponent', 'project', 'scale_fits', 'skip_reason', 'mem_available_mb', 'machine',
+           'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one', 'query_embed_p50',
+           'exact_overlap', 'growth_exponent', 'project', 'scale_fits', 'skip_reason', 'mem_available_mb', 'machine',
            'format_scale_line', 'bench_scale', 'format_fits', 'scale_figure', 'scale_table']
 
 # %% ../../nbs/10a_scale.ipynb #75caca23
@@ -234,7 +234,7 @@ def prefill_caches(cfg, corpus: Corpus) -> dict:
     return out
 
 
-# 64 lines, kept whole: one measurement in one process, in the order its clock needs (prepare, reset the peak, build, query)
+# 65 lines, kept whole: one measurement in one process, in the order its clock needs (prepare, reset the peak, build, query)
 def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, copies: int = 10, seed: int = 0,
                     domain: str = "culture") -> dict:
     """One system at one corpus size, in this process: build its index into a temporary store (timed), then retrieve `n_queries`
@@ -288,9 +288,20 @@ def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, 
                "window_index": stats.get("window_index"), "embed_misses": stats.get("misses"),
                "parse_cached": stats.get("parse_cached"), **prep}
         dense = getattr(sysobj, "dense", sysobj)
+        if "window_tokens" in scfg: row["query_embed_p50_ms"] = query_embed_p50(dense.embedder, insts)
         if row["window_index"] not in (None, "exact") and hasattr(dense, "ann"):
             row.update(exact_overlap(scfg, kw, corpus, insts, tops, k, tmp))
     return row
+
+
+def query_embed_p50(embedder, insts) -> float:
+    """The p50 of embedding one question with the model (ms), timed apart: it is part of every dense retrieval above and does not
+    grow with the corpus, so it says how much of a dense p50 is the query's embedding and how much the index's search."""
+    base = getattr(embedder, "base", embedder)   # at x10, the real model behind the replica table
+    lat = []
+    for inst in insts:
+        t = time.perf_counter(); base.encode([inst.query]); lat.append((time.perf_counter() - t) * 1000)
+    return float(np.percentile(lat, 50))
 
 
 def exact_overlap(scfg, kw: dict, corpus: Corpus, insts, tops, k, tmp) -> dict:
