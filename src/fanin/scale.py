@@ -379,7 +379,7 @@ def format_scale_line(r: dict) -> str:
     head = f"scale system={r['system']} size={r['size']} passages={r.get('passages')}"
     if r.get("skipped"): return f"{head} skipped=\"{r['skipped']}\""
     if r.get("error"): return f"{head} error=\"{r['error']}\""
-    extra = "".join(f" {k}={r[k]:.3f}" for k in ("ann_overlap", "exact_p50_ms") if r.get(k) is not None)
+    extra = "".join(f" {k}={r[k]:.3f}" for k in ("query_embed_p50_ms", "ann_overlap", "exact_p50_ms") if r.get(k) is not None)
     return (f"{head} index_s={r['index_s']:.2f} index_mb={r['index_bytes'] / 2**20:.1f} peak_mb={r['peak_mb']:.0f} "
             f"p50_ms={r['p50_ms']:.2f} p95_ms={r['p95_ms']:.2f} window_index={r.get('window_index')}{extra}")
 
@@ -497,8 +497,9 @@ def scale_table(doc: dict) -> str:
             out.append(f"| {r['system']} | {r['size']} | {r.get('passages') or ''} | {'skipped: ' + r['skipped'] if r.get('skipped') else 'error: ' + r['error']} | | | | | |")
             continue
         ann = "" if r.get("window_index") in (None, "exact") else f"{r['window_index']}: top-k overlap {r['ann_overlap']:.3f}, exact p50 {r['exact_p50_ms']:.1f} ms"
+        q = f" (query embedding {r['query_embed_p50_ms']:.2f})" if r.get("query_embed_p50_ms") is not None else ""
         out.append(f"| {r['system']} | {r['size']} | {r['passages']:,} | {r['index_s']:.1f} | {r['index_bytes'] / 2**20:.0f} | {r['peak_mb']:.0f} | "
-                   f"{r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {ann or r.get('window_index') or ''} |")
+                   f"{r['p50_ms']:.2f}{q} | {r['p95_ms']:.2f} | {ann or r.get('window_index') or ''} |")
     out += ["", "| system | " + " | ".join(f"{m} (b → at 10M)" for m in SCALE_METRICS) + " |", "|---|" + "---|" * len(SCALE_METRICS)]
     for system in dict.fromkeys(f["system"] for f in fits):
         fs = {f["metric"]: f for f in fits if f["system"] == system}
