@@ -327,6 +327,24 @@ def test_the_peers_experiment_composes():
     for c in cfgs: check_params(c)
 
 
+def test_a_peer_is_its_folder_and_its_system_config():
+    """A peer is configs/peers/<name>/ (adapter and lock) and configs/system/<name>.yaml: the peers benched, their modes and the
+    paradigms they are paired in are derived from those files, and each system config's mode is one its adapter declares."""
+    from fanin.bench import BENCH_PEERS
+    from fanin.paradigms import declared_paradigms, system_declaration
+    from fanin.peers import PEER_MODES, adapter_modes, peer_names
+    assert BENCH_PEERS == peer_names() == tuple(sorted(PEER_MODES)) and len(peer_names()) >= 6
+    paired = {s for _, peers in declared_paradigms().values() for s in peers}
+    for p in peer_names():
+        assert read_lock(p).version and (ROOT / "configs" / "system" / f"{p}.yaml").exists(), p
+    for f in sorted((ROOT / "configs" / "system").glob("*.yaml")):
+        node = system_declaration(f.stem)
+        if node.get("_target_") != "fanin.peers.PeerSystem": continue
+        assert node["peer"] in peer_names(), f"{f.name}: no configs/peers/{node['peer']}/adapter.py"
+        assert node["mode"] in adapter_modes(node["peer"]), f"{f.name}: mode {node['mode']!r} is not one its adapter declares"
+        assert node["name"] in paired, f"{f.name}: declares no paradigm, so no paradigm table pairs it"
+
+
 def test_a_peer_adapter_dies_with_the_lab_even_by_sigkill(tmp_path):
     "A `kill -9` of the lab leaves no adapter running (it would hold the peer's environment and memory with nobody to answer)."
     import os, signal, subprocess, sys, time

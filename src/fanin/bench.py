@@ -20,18 +20,24 @@ import numpy as np
 from .config import compose, instantiate, resolve_path
 
 # %% auto #0
-__all__ = ['PEER_BENCH_BASE', 'BENCH_PEERS', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding',
-           'bench_main', 'bench_reader', 'bench_segment', 'bench_evidence', 'bench_bm25_backends',
-           'format_bm25_backends', 'bench_peer', 'format_peer_line', 'PeerBuildFailed', 'peer_error_line',
-           'bench_peer_line', 'bench_peers']
+__all__ = ['PEER_BENCH_BASE', 'BENCH_READERS', 'peak_rss_mb', 'bench_one', 'format_line', 'bench_embedding', 'bench_main',
+           'bench_reader', 'bench_segment', 'bench_evidence', 'bench_bm25_backends', 'format_bm25_backends',
+           'bench_peer', 'format_peer_line', 'PeerBuildFailed', 'peer_error_line', 'bench_peer_line', 'bench_peers']
 
 # %% ../../nbs/10_bench.ipynb #b5e0888d
-# the peers `make bench` runs (`bench_main(peers=...)`): the real packages, each in its own pinned environment (`fanin.peers`)
 # the peers are benched in the peers experiment's setting and LLM cache (configs/experiment/peers.yaml, the DVC stage `peers`):
 # after `make reproduce` a bench replays every model call (index_s is then the replay's wall time, model_s the model time the
 # replies took when they were made); on a fresh machine the bench makes the cold build and fills that cache for the stage
 PEER_BENCH_BASE = ("experiment=peers",)
-BENCH_PEERS = ("nano_graphrag", "lightrag", "mem0", "raptor_li", "ms_graphrag", "hipporag")
+
+
+def __getattr__(name: str):
+    """`BENCH_PEERS`: the peers `make bench` runs (`bench_main(peers=None)`): every peer of `configs/peers/` (`fanin.peers.peer_names`),
+    the real packages, each in its own pinned environment."""
+    if name == "BENCH_PEERS":
+        from fanin.peers import peer_names
+        return peer_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def peak_rss_mb() -> float:
@@ -90,10 +96,10 @@ def bench_embedding(overrides=(), n: int = 256, domain: str = "culture") -> str:
             f"tokens_per_s={toks/dt:.0f} threads={os.cpu_count()}")
 
 
-def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph_domains=(), peers=BENCH_PEERS,
+def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph_domains=(), peers=None,
                peer_domain: str = "mathematics"):
     """Every system on every domain, then the entity-graph systems on their (fewer) domains, each system in its own process;
-    then each of `peers` on `peer_domain` (`bench_peers`: one line per peer, an error line for a peer that cannot run)."""
+    then each of `peers` (None: every peer, `BENCH_PEERS`) on `peer_domain` (`bench_peers`: one line per peer, an error line for a peer that cannot run)."""
     if one:
         print(json.dumps(bench_one(one[0], one[1], overrides)))
         return
@@ -108,7 +114,7 @@ def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph
             print(f"bench system={s} domain={d} error={r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}", flush=True)
             continue
         print(format_line(json.loads(r.stdout.strip().splitlines()[-1])), flush=True)
-    bench_peers(tuple(peers or ()), peer_domain, overrides)
+    bench_peers(None if peers is None else tuple(peers), peer_domain, overrides)
 
 # %% ../../nbs/10_bench.ipynb #e7b1c2d2
 # one reader line per embedded model: the default SmolLM2-135M, and Qwen2.5-Coder-1.5B when it was fetched (`make models`)
@@ -325,10 +331,11 @@ def bench_peer_line(peer: str, domain: str = "mathematics", overrides=(), n_quer
     except Exception as e: return peer_error_line(peer, e)
 
 
-def bench_peers(peers=BENCH_PEERS, domain: str = "mathematics", overrides=(), n_queries: int | None = None) -> list[str]:
-    "Every peer on `domain`, one line each, printed as it finishes; one LLM (one embedded server) serves them all."
+def bench_peers(peers=None, domain: str = "mathematics", overrides=(), n_queries: int | None = None) -> list[str]:
+    "Each of `peers` (None: every peer, `BENCH_PEERS`) on `domain`, one line each, printed as it finishes; one LLM (one embedded server) serves them all."
+    from fanin.peers import peer_names
     from fanin.roles import make_llm
-    out = []
+    peers, out = (peer_names() if peers is None else peers), []
     if not peers: return out
     try:
         llm = make_llm(compose([*PEER_BENCH_BASE, f"dataset.domains=[{domain}]", "progress=false", *overrides]))

@@ -384,8 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,bm25s,dense,hybrid,long_context,oracle,closed_book")
     b.add_argument("--graph-domains", default="culture"); b.add_argument("--graph-systems", default="graph_retrieve,graal,ppr")
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
-    from fanin.bench import BENCH_PEERS   # the one list of benched peers
-    b.add_argument("--peers", default=",".join(BENCH_PEERS), help="peers benched on --peer-domain ('' = none)")
+    b.add_argument("--peers", default=None, help="comma-separated peers benched on --peer-domain (default: every peer of configs/peers/, "
+                                                 "fanin.bench.BENCH_PEERS; '' = none)")
     b.add_argument("--peer-domain", default="mathematics")
     b.add_argument("--scale", action="store_true", help="the scaling bench (fanin.scale): every --scale-systems at every --sizes, growth exponents")
     b.add_argument("--scale-systems", default="bm25,bm25s,dense,hybrid,graal,ppr"); b.add_argument("--sizes", default="domain,all,x10")
@@ -449,7 +449,7 @@ def main(argv=None):
             from fanin.bench import bench_main
             bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one,
                        graph_systems=[s for s in args.graph_systems.split(",") if s], graph_domains=[d for d in args.graph_domains.split(",") if d],
-                       peers=[s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
+                       peers=None if args.peers is None else [s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
     except (ConfigError, FileNotFoundError) as e:   # an override may hold a key: nothing key-shaped is echoed
         print(redact(f"fanin {args.cmd}: error: {e}", _env_keys()), file=sys.stderr)
         sys.exit(2)

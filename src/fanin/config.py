@@ -5,6 +5,7 @@
 # %% ../../nbs/01_config.ipynb #cc6324bc
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -13,12 +14,13 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 # %% auto #0
-__all__ = ['NOT_HASHED', 'RUN_PARAMS', 'LLM_PARAMS', 'KINDS', 'EXAMPLE_BINS', 'ConfigError', 'repo_root', 'config_dir',
-           'resolve_path', 'compose', 'instantiate', 'config_hash', 'system_hash', 'domains_tag', 'k_tag', 'run_key',
-           'k_for', 'fan_in_bin', 'check_params', 'public_url', 'redact', 'without_credentials', 'known_context_tokens']
+__all__ = ['DECLARED_KEYS', 'NOT_HASHED', 'RUN_PARAMS', 'LLM_PARAMS', 'KINDS', 'EXAMPLE_BINS', 'ConfigError', 'repo_root',
+           'config_dir', 'resolve_path', 'compose', 'without_declared', 'instantiate', 'config_hash', 'system_hash',
+           'domains_tag', 'k_tag', 'run_key', 'k_for', 'fan_in_bin', 'check_params', 'public_url', 'redact',
+           'without_credentials', 'known_context_tokens']
 
 # %% ../../nbs/01_config.ipynb #d0a954e1
 class ConfigError(ValueError):
@@ -112,15 +114,43 @@ def _check_added_keys(overrides: Sequence[str], cfg: DictConfig, config_name: st
                              "; drop it, or set a key the configuration defines (`fanin run --help`, configs/config.yaml)"))
 
 
+# what a config declares about the object it names, for the lab to read from the config files; never an argument of the object.
+# `paradigm` (configs/system/*.yaml): the paradigm a system implements, by which `fanin.paradigms` pairs the lab's system with the peers.
+DECLARED_KEYS = ("paradigm",)
+
+
+def without_declared(node):
+    "`node` (a config or a plain dict) without the `DECLARED_KEYS` of every `_target_` node in it (a copy when it had any)."
+    import copy
+    plain = OmegaConf.to_container(node, resolve=False) if isinstance(node, (DictConfig, ListConfig)) else node
+    paths = []
+    def walk(x, path):
+        if isinstance(x, dict):
+            if "_target_" in x and any(k in x for k in DECLARED_KEYS): paths.append(path)
+            for k, v in x.items(): walk(v, (*path, k))
+        elif isinstance(x, list):
+            for i, v in enumerate(x): walk(v, (*path, i))
+    walk(plain, ())
+    if not paths: return node
+    out = copy.deepcopy(node)   # a config keeps its parent, so its interpolations still resolve
+    for path in paths:
+        sub = out
+        for k in path: sub = sub[k]
+        with (open_dict(sub) if isinstance(sub, DictConfig) else contextlib.nullcontext()):
+            for k in DECLARED_KEYS: sub.pop(k, None)
+    return out
+
+
 def instantiate(node: DictConfig, expect: type | None = None, **kwargs) -> Any:
     """Build the object a config node names with `_target_` (Hydra's registry). `expect`: the contract (a base class) the object
-    must keep — a System, an answer Judge, an EvidenceJudge — so a config pointing at something else stops with its name."""
+    must keep — a System, an answer Judge, an EvidenceJudge — so a config pointing at something else stops with its name.
+    The keys a config declares for the lab (`DECLARED_KEYS`) are read from the config, not passed to the object."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate as _inst
     if "_target_" not in node:
         raise ConfigError(f"config node has no _target_: {OmegaConf.to_yaml(node)[:200]}")
     try:
-        obj = _inst(node, **kwargs)
+        obj = _inst(without_declared(node), **kwargs)
         if expect is not None and not isinstance(obj, expect):
             raise ConfigError(f"_target_ {node.get('_target_')} builds a {type(obj).__name__}, not a {expect.__module__}.{expect.__name__}: "
                               f"subclass {expect.__name__} (it declares what the pipeline relies on)")
@@ -138,8 +168,9 @@ def config_hash(node, n: int = 8) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
-# where, how loudly or how parallel: not what a system returns (model files are fingerprinted by content, not by folder)
-NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process", "model_dir"}
+# where, how loudly or how parallel, and what a config declares for the lab (its paradigm): not what a system returns (model
+# files are fingerprinted by content, not by folder)
+NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process", "model_dir", *DECLARED_KEYS}
 
 
 def system_hash(cfg: DictConfig) -> str:

@@ -15,13 +15,6 @@ import pandas as pd
 
 from .metrics import add_fan_in_bin, aggregate
 
-PARADIGMS = {  # paradigm: (the lab's system, the peers that implement it in their original package)
-    "community_graph": ("community", ("nano_graphrag", "lightrag", "ms_graphrag")),
-    "tree": ("raptor", ("raptor_li",)),
-    "memory": ("memory", ("mem0", "mem0_infer")),   # Mem0 keeping passages (raw) and rewriting them into facts (infer)
-    "ppr_graph": ("ppr", ("hipporag",)),             # a passage-entity graph searched by personalised PageRank: HippoRAG 2
-}
-
 KINDS = {"chunk": "passage", "text_unit": "passage", "passage": "passage", "entity": "graph", "relationship": "graph",
          "community_report": "summary", "analyst_point": "summary", "summary": "summary", "memory": "memory"}
 
@@ -38,7 +31,60 @@ def unit_kind(meta: dict) -> str:
     return "passage"
 
 # %% auto #0
-__all__ = ['PARADIGMS', 'KINDS', 'unit_kind', 'run_llm', 'paradigm_table', 'pack_composition', 'paradigms_tables']
+__all__ = ['KINDS', 'unit_kind', 'system_declaration', 'declared_paradigms', 'run_llm', 'paradigm_table', 'pack_composition',
+           'paradigms_tables']
+
+# %% ../../nbs/31_paradigms.ipynb #pa04q
+def _system_dir(root=None) -> Path:
+    from fanin.config import config_dir
+    return Path(root) / "configs" / "system" if root is not None else config_dir() / "system"
+
+
+def system_declaration(name: str, root=None) -> dict:
+    """`configs/system/<name>.yaml` as written, over the configs of the group its `defaults` list names (Hydra's order: the
+    defaults, then the file itself); unresolved. What the file declares (its `_target_`, `paradigm`, `peer`), without composing a run."""
+    import yaml
+    from fanin.config import ConfigError
+    path = _system_dir(root) / f"{name}.yaml"
+    if not path.exists(): raise ConfigError(f"no system config {path}")
+    own, out = yaml.safe_load(path.read_text(encoding="utf-8")) or {}, {}
+    for d in own.get("defaults") or []:
+        if isinstance(d, str) and d != "_self_" and "/" not in d and "@" not in d: out.update(system_declaration(d, root))
+    return {**out, **{k: v for k, v in own.items() if k != "defaults"}}
+
+
+def _is_peer(target) -> bool:
+    import importlib
+    from fanin.peers import PeerSystem
+    mod, _, cls = str(target or "").rpartition(".")
+    try: obj = getattr(importlib.import_module(mod), cls)
+    except (ImportError, AttributeError, ValueError): return False
+    return isinstance(obj, type) and issubclass(obj, PeerSystem)
+
+
+def declared_paradigms(root=None) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """`{paradigm: (the lab's system, the peers that implement it in their original package)}`, from the `paradigm:` key of every
+    `configs/system/*.yaml`; paradigms and peers by name. A paradigm without exactly one lab system is a ConfigError naming them."""
+    from fanin.config import ConfigError
+    lab, peers = {}, {}
+    for f in sorted(_system_dir(root).glob("*.yaml")):
+        node = system_declaration(f.stem, root)
+        if not node.get("paradigm"): continue
+        name = node.get("name") or f.stem
+        (peers if _is_peer(node.get("_target_")) else lab).setdefault(node["paradigm"], []).append(name)
+    out = {}
+    for p in sorted({*lab, *peers}):
+        if len(lab.get(p, [])) != 1:
+            raise ConfigError(f"paradigm {p!r}: {len(lab.get(p, []))} of the lab's systems declare it ({', '.join(lab.get(p, [])) or 'none'}) "
+                              f"in {_system_dir(root)}; one of the lab's systems implements a paradigm: set `paradigm: null` on its variants")
+        out[p] = (lab[p][0], tuple(sorted(peers.get(p, []))))
+    return out
+
+
+def __getattr__(name: str):
+    "`PARADIGMS`: `declared_paradigms()` of the checkout, read from the system configs each time it is read."
+    if name == "PARADIGMS": return declared_paradigms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # %% ../../nbs/31_paradigms.ipynb #pa05
 def run_llm(manifest: dict) -> str:
@@ -96,12 +142,14 @@ def _index_costs(system: str, folder: Path, man: dict) -> dict:
     return row
 
 
-def paradigm_table(folders, bins=None, paradigms=PARADIGMS) -> pd.DataFrame:
+def paradigm_table(folders, bins=None, paradigms=None) -> pd.DataFrame:
     """One frame of every paradigm: a row per (paradigm, system, fan-in bin) and an `all` row per system, with ER / EP / hit,
     pack units / chars / documents, retrieval latency p50, the failed questions, and the system's index cost (the same on
     each of its rows). Systems of a paradigm must share domains and LLM (else ValueError); one not run gets a `not run` row, and
-    one whose index could not be built an `index failed` row with the error, the log and what the build cost until it failed."""
+    one whose index could not be built an `index failed` row with the error, the log and what the build cost until it failed.
+    `paradigms`: `{paradigm: (lab system, peers)}`, default the configs' (`declared_paradigms`)."""
     from fanin.pipeline import collect
+    paradigms = declared_paradigms() if paradigms is None else paradigms
     runs = _runs(folders)
     if not runs: raise ValueError("no run folders given")
     bins = bins or next(iter(runs.values()))[1]["config"]["fan_in_bins"]

@@ -83,9 +83,9 @@ def read_lock(name: str, root=None, lock=None) -> Lock:
     return Lock(name, path, header["peer"], header.get("python", ""), tuple(reqs), hashlib.sha256(text.encode()).hexdigest()[:12])
 
 # %% auto #0
-__all__ = ['ENV_MARKER', 'TIKTOKEN_WHEEL', 'TIKTOKEN_FILES', 'PEER_MODES', 'PASSAGE_PEERS', 'PeerEnvError', 'PeerError',
-           'peers_dir', 'default_envs', 'Lock', 'read_lock', 'PeerEnv', 'share_files', 'peer_env', 'tiktoken_cache',
-           'Endpoint', 'PeerProcess', 'PeerSystem']
+__all__ = ['ENV_MARKER', 'TIKTOKEN_WHEEL', 'TIKTOKEN_FILES', 'PeerEnvError', 'PeerError', 'peers_dir', 'default_envs', 'Lock',
+           'read_lock', 'PeerEnv', 'share_files', 'peer_env', 'tiktoken_cache', 'Endpoint', 'PeerProcess', 'peer_names',
+           'adapter_modes', 'shared_modules', 'PeerSystem']
 
 # %% ../../nbs/30_peers.ipynb #pe069f77
 @dataclass(frozen=True)
@@ -282,18 +282,60 @@ class PeerProcess:
                 self.proc.wait()
         self._log.close()
 
+# %% ../../nbs/30_peers.ipynb #pe12decl_c
+def peer_names(root=None) -> tuple[str, ...]:
+    "The lab's peers: every folder of `configs/peers/` that holds an `adapter.py`, by name."
+    d = peers_dir(root)
+    return tuple(sorted(p.parent.name for p in d.glob("*/adapter.py"))) if d.is_dir() else ()
+
+
+def _adapter_source(peer: str, root=None):
+    import ast
+    path = peers_dir(root) / peer / "adapter.py"
+    if not path.exists():
+        raise ConfigError(f"peer {peer!r}: no adapter at {path}; a peer is a folder configs/peers/<name>/ holding adapter.py and requirements.lock")
+    return path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def adapter_modes(peer: str, root=None) -> tuple[str, ...]:
+    """The modes peer `peer`'s adapter declares: its module-level `MODES` literal (a tuple of names, or a dict keyed by them), read
+    from `configs/peers/<peer>/adapter.py` without running it. The adapter's hello carries the same `MODES`."""
+    import ast
+    path, tree = _adapter_source(peer, root)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "MODES" for t in node.targets):
+            try: value = ast.literal_eval(node.value)
+            except ValueError: value = None
+            modes = tuple(value) if isinstance(value, (tuple, list, dict)) else ()
+            if modes and all(isinstance(m, str) for m in modes): return modes
+            raise ConfigError(f"{path}:{node.lineno}: MODES must be a literal tuple of mode names (or a dict keyed by them)")
+    raise ConfigError(f"{path}: declares no MODES; write `MODES = (\"<mode>\", ...)` at module level and pass it to "
+                      f"serve(PACKAGE, VERSION, MODES, ...)")
+
+
+def shared_modules(peer: str, root=None) -> list[Path]:
+    """The shared modules of `configs/peers/` that the adapter of `peer` imports: `protocol.py` (every adapter speaks it) first,
+    then the others by name (`passages.py`, the passage cutter, for the adapters that use it). Read from its import statements;
+    a peer without an adapter here has the protocol alone (starting it says what is missing)."""
+    import ast
+    shared = peers_dir(root)
+    if not (shared / peer / "adapter.py").exists(): return [shared / "protocol.py"]
+    _, tree = _adapter_source(peer, root)
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    return [shared / "protocol.py", *(shared / f"{m}.py" for m in sorted(names - {"protocol"}) if (shared / f"{m}.py").exists())]
+
+
+def __getattr__(name: str):
+    "`PEER_MODES`, `{peer: its adapter's modes}` for every peer, derived from the adapters each time it is read."
+    if name == "PEER_MODES": return {p: adapter_modes(p) for p in peer_names()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 # %% ../../nbs/30_peers.ipynb #pe14107a
 def _plain(options) -> dict:
     "Options as plain JSON-able data (Hydra hands nested config nodes over as DictConfig)."
     from omegaconf import DictConfig, OmegaConf
     return OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options or {})
-
-
-PEER_MODES = {"nano_graphrag": ("local", "global", "naive"), "lightrag": ("naive", "local", "global", "hybrid", "mix"),
-              "mem0": ("raw", "infer"),                      # infer=False keeps source passages; infer=True rewrites them into facts
-              "raptor_li": ("collapsed", "tree_traversal"),  # the llama-index RAPTOR pack's two retrieval modes
-              "ms_graphrag": ("local", "global"),      # Microsoft GraphRAG's two context builders (no answer call)
-              "hipporag": ("full", "dpr")}             # HippoRAG 2's retrieval (facts, recognition memory, PPR), or its dense passages alone
 
 
 class PeerSystem(System):
@@ -308,8 +350,9 @@ class PeerSystem(System):
                  chat_model: str | None = None, embedding_model: str | None = None, embedding_dim: int | None = None, top_k: int | None = None,
                  max_async: int = 4, options: dict | None = None, envs=None, root=None, timeout_s: float = 7200, progress: bool = False):
         super().__init__(name or peer)
-        modes = PEER_MODES.get(peer)
-        if modes and mode not in modes: raise ValueError(f"{self.name}: mode must be one of {', '.join(modes)}, not {mode!r}")
+        # the modes its adapter declares (none known while the peer has no adapter here: starting it says so)
+        self.modes = adapter_modes(peer, root) if (peers_dir(root) / peer / "adapter.py").exists() else None
+        if self.modes and mode not in self.modes: raise ValueError(f"{self.name}: mode must be one of {', '.join(self.modes)}, not {mode!r}")
         self.peer, self.mode, self.embedder, self.llm, self.gateway, self.cache_path = peer, mode, embedder, llm, gateway, cache_path
         self.chat_model, self.embedding_model, self.embedding_dim, self.top_k = chat_model, embedding_model, embedding_dim, top_k
         self.max_async, self.options, self.envs, self.root, self.timeout_s, self.progress = max_async, _plain(options), envs, root, timeout_s, progress
@@ -369,6 +412,9 @@ def _ensure_proc(self: PeerSystem, log_dir: Path | None = None) -> PeerProcess:
     hello = self.proc.hello
     if hello.get("version") != self.env.lock.version:
         raise PeerError(f"{self.name}: the adapter runs {hello.get('package')} {hello.get('version')}, the lock pins {self.env.lock.peer}")
+    if self.modes is not None and tuple(hello.get("modes") or ()) != self.modes:
+        raise PeerError(f"{self.name}: the adapter's hello declares modes {hello.get('modes')}, its MODES literal {list(self.modes)}: "
+                        f"pass MODES itself to serve(PACKAGE, VERSION, MODES, ...)")
     return self.proc
 
 @patch
@@ -409,18 +455,14 @@ def _build(self: PeerSystem, corpus, folder):
             "peer_index_seconds": round(time.perf_counter() - t1, 3), "n_units": st.get("n_units", st.get("n_chunks", 0)), "peer": st,
             **llm_cost(self.llm, before)}
 
-PASSAGE_PEERS = ("mem0", "hipporag")   # their adapters cut documents with configs/peers/passages.py
-
-
 @patch
 def model_files(self: PeerSystem) -> list[Path]:
     """The files that decide what the peer builds besides its configuration: its lock (the exact packages), its adapter and the
     shared protocol module (how the lab drives them), and for some peers the shared passage cutter. Their sha256 go into the
     index's and the run's fingerprints (`fanin.fingerprints.model_fingerprint`), so a change to any rebuilds the peer's index
     (its LLM calls replayed from the lab's cache) instead of reusing it."""
-    folder, shared = peers_dir(self.root) / self.peer, peers_dir(self.root)
-    cutter = [shared / "passages.py"] if self.peer in PASSAGE_PEERS else []   # how it cuts documents
-    return [folder / "requirements.lock", folder / "adapter.py", shared / "protocol.py", *cutter]
+    folder = peers_dir(self.root) / self.peer
+    return [folder / "requirements.lock", folder / "adapter.py", *shared_modules(self.peer, self.root)]
 
 @patch
 def failure_context(self: PeerSystem) -> dict:

@@ -38,11 +38,11 @@ from .components import (git_commit, index_store, load_dataset, make_evidence_ju
                               versions, write_manifest, read_packs, answer_folder, judgment_folder)
 
 # %% auto #0
-__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'stage_index', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
-           'check_run_inputs', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample', 'StageFailed',
-           'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes', 'stage_evidence',
-           'judge_nodes', 'needs_llm', 'require_context', 'needs_llm_server', 'run_answers', 'run_system',
-           'system_configs', 'run', 'collect']
+__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
+           'check_run_inputs', 'stage_index', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
+           'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes',
+           'stage_evidence', 'judge_nodes', 'needs_llm', 'require_context', 'needs_llm_server', 'run_answers',
+           'run_system', 'system_configs', 'run', 'collect']
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -51,6 +51,51 @@ def _progress(cfg, it, **kw):
     return tqdm(it, **kw)
 
 
+def wait_for_lock(cfg: DictConfig) -> bool:
+    "`integrity.wait_for_lock` (default true): wait for another process working on the same folder, or stop at once."
+    return bool((cfg.get("integrity") or {}).get("wait_for_lock", True))
+
+
+def integrity_policy(cfg: DictConfig) -> str:
+    "`integrity.on_change`: what a stage does with outputs made from other inputs (`recompute`, the default, or `refuse`)."
+    return (cfg.get("integrity") or {}).get("on_change", "recompute")
+
+# %% ../../nbs/07_pipeline.ipynb #pl_inputs
+def index_inputs(cfg: DictConfig, system, corpus, llm=None) -> dict:
+    "What an index is made from: the corpus content, the code, the system's configuration, its model files (and LLM)."
+    out = {"corpus": corpus_fingerprint(corpus), "code": code_fingerprint(), "system": system_hash(cfg),
+           "models": model_fingerprint(system)}
+    if system.needs_llm: out["llm"] = llm_identity(llm)
+    return out
+
+
+def run_inputs(cfg: DictConfig, ds, system=None) -> dict:
+    """What a run folder's packs (and so everything after them) are made from: the questions and the pages of its domains,
+    the code, the system's configuration and k, and the model files the system loads."""
+    system = system if system is not None else make_system(cfg)
+    return {"questions": questions_fingerprint(ds.instances()),
+            "corpus": {d: corpus_fingerprint(ds.corpus(d)) for d in ds.domains},
+            "code": code_fingerprint(), "system": system_hash(cfg), "k": [cfg.k, cfg.get("k_summary")],
+            "models": model_fingerprint(system)}
+
+# %% ../../nbs/07_pipeline.ipynb #pl_check
+KEPT = {"manifest.json", "stamps.json"}
+
+
+def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], log=print) -> dict:
+    """Compare the folder's record of its inputs with the current ones before any stage reuses its contents. Stale contents
+    (packs, metrics, tables, answers, judgments) are removed and recomputed, or refused (`integrity.on_change`); the new
+    inputs are recorded before the work starts, so partial files resume only under the same inputs."""
+    inputs = run_inputs(cfg, ds)
+    contents = [p for p in folder.iterdir() if p.name not in KEPT and not p.name.startswith(".")] if folder.exists() else []
+    if not check_stamp(folder, "retrieve", inputs, contents, integrity_policy(cfg), log=log):
+        if contents and "retrieve" not in stages:
+            raise ConfigError(f"{folder}: its packs were made from other inputs and were removed; run the retrieve stage "
+                              f"(fanin run ... --stages retrieve,evaluate,{','.join(stages)})")
+        write_stamp(folder, "retrieve", inputs)
+    return inputs
+
+# %% ../../nbs/07_pipeline.ipynb #pl_index
 def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None, folder: Path | None = None):
     """Build or load the system's index over one domain; returns the system ready to retrieve. LLM-built indexes get the run's `llm`.
     `folder`: the run folder, where a build that fails is recorded (`index_failures.json`, then IndexBuildFailed is raised) and
@@ -79,51 +124,6 @@ def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None, folder
         write_stamp(store, "index", inputs, name="inputs.json")
     if folder is not None: clear_index_failure(folder, domain)
     return system
-
-
-def wait_for_lock(cfg: DictConfig) -> bool:
-    "`integrity.wait_for_lock` (default true): wait for another process working on the same folder, or stop at once."
-    return bool((cfg.get("integrity") or {}).get("wait_for_lock", True))
-
-
-def integrity_policy(cfg: DictConfig) -> str:
-    "`integrity.on_change`: what a stage does with outputs made from other inputs (`recompute`, the default, or `refuse`)."
-    return (cfg.get("integrity") or {}).get("on_change", "recompute")
-
-
-def index_inputs(cfg: DictConfig, system, corpus, llm=None) -> dict:
-    "What an index is made from: the corpus content, the code, the system's configuration, its model files (and LLM)."
-    out = {"corpus": corpus_fingerprint(corpus), "code": code_fingerprint(), "system": system_hash(cfg),
-           "models": model_fingerprint(system)}
-    if system.needs_llm: out["llm"] = llm_identity(llm)
-    return out
-
-
-def run_inputs(cfg: DictConfig, ds, system=None) -> dict:
-    """What a run folder's packs (and so everything after them) are made from: the questions and the pages of its domains,
-    the code, the system's configuration and k, and the model files the system loads."""
-    system = system if system is not None else make_system(cfg)
-    return {"questions": questions_fingerprint(ds.instances()),
-            "corpus": {d: corpus_fingerprint(ds.corpus(d)) for d in ds.domains},
-            "code": code_fingerprint(), "system": system_hash(cfg), "k": [cfg.k, cfg.get("k_summary")],
-            "models": model_fingerprint(system)}
-
-
-KEPT = {"manifest.json", "stamps.json"}
-
-
-def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], log=print) -> dict:
-    """Compare the folder's record of its inputs with the current ones before any stage reuses its contents. Stale contents
-    (packs, metrics, tables, answers, judgments) are removed and recomputed, or refused (`integrity.on_change`); the new
-    inputs are recorded before the work starts, so partial files resume only under the same inputs."""
-    inputs = run_inputs(cfg, ds)
-    contents = [p for p in folder.iterdir() if p.name not in KEPT and not p.name.startswith(".")] if folder.exists() else []
-    if not check_stamp(folder, "retrieve", inputs, contents, integrity_policy(cfg), log=log):
-        if contents and "retrieve" not in stages:
-            raise ConfigError(f"{folder}: its packs were made from other inputs and were removed; run the retrieve stage "
-                              f"(fanin run ... --stages retrieve,evaluate,{','.join(stages)})")
-        write_stamp(folder, "retrieve", inputs)
-    return inputs
 
 # %% ../../nbs/07_pipeline.ipynb #922bc2e7_1
 def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
@@ -174,7 +174,7 @@ def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) ->
     partial.unlink()
     return index_stats
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_evaluate
 def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
     "Per-question document-level metrics (`metrics.csv`); failed questions are rows with status=failed and no metrics."
     f = folder / "metrics.csv"
@@ -202,7 +202,7 @@ def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
     df.to_csv(f, index=False)
     return df
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_tables
 def stage_tables(cfg: DictConfig, df: pd.DataFrame, folder: Path) -> dict[str, pd.DataFrame]:
     "The fan-in views of one run's metrics, written to `<run>/tables/*.csv` (none when no question has a pack)."
     if not (df.status == "ok").any(): return {}
@@ -231,7 +231,7 @@ def answer_sample(cfg: DictConfig, ds) -> list:
     keep = {i.id for key in sorted(cells) for i in rng.sample(cells[key], min(int(n), len(cells[key])))}
     return [i for i in insts if i.id in keep]
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_failures
 class StageFailed(RuntimeError):
     "A stage wrote what succeeded, but more of its records failed than `answer.max_failed_share` allows: the run must not count as done."
 
@@ -250,7 +250,7 @@ def _check_failures(cfg, what: str, rows, where: Path):
         raise StageFailed(f"{what}: {len(failed)} of {len(rows)} failed (allowed share {allowed:g}) in {where}; "
                           f"reasons: {'; '.join(reasons[:5])}. What succeeded is written; rerun to retry the failures.")
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_answer
 def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
     "Answer the sample's questions from the run's packs; writes answers.jsonl (failed calls are rows with the reason)."
     out = answer_folder(cfg, folder, llm, reader)
@@ -287,7 +287,7 @@ def answer_rows(answers: list) -> pd.DataFrame:
                      "truncated": m.get("truncated"), "cut": m.get("cut")})
     return pd.DataFrame(rows)
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_judge
 def stage_judge(cfg: DictConfig, ds, out: Path, llm, judges) -> pd.DataFrame:
     """Apply every judge to the answers in `out`: each judge's judgments go to its own `judged-<judge>-<model>-<hash>/`
     (judgments.jsonl, scores.csv, manifest.json), so several judges and judge models sit beside each other over one answer
@@ -340,7 +340,7 @@ def evidence_judge_nodes(cfg: DictConfig) -> list[DictConfig]:
     "The evidence-judge configs `evidence.judges` names (configs/evidence_judge/<name>.yaml)."
     return [group_node("evidence_judge", n, "evidence.judges") for n in (cfg.get("evidence") or {}).get("judges") or ["document"]]
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_evidence
 def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
     "Segment-level ER / EP of every pack under each evidence judge; writes evidence-<judge>.jsonl.gz and evidence_metrics.csv."
     from fanin.evidence import EvidenceJudgment
@@ -371,6 +371,8 @@ def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
 
 # %% ../../nbs/07_pipeline.ipynb #6b37d7cc
 RETRIEVAL_STAGES = ("index", "retrieve", "evaluate", "tables")
+
+
 STAGES = RETRIEVAL_STAGES + ("evidence", "answer", "judge")
 
 
@@ -379,9 +381,7 @@ def judge_nodes(cfg: DictConfig) -> list[DictConfig]:
     return [cfg.judge if n == cfg.judge.name else group_node("judge", n, "answer.judges")
             for n in (cfg.get("answer") or {}).get("judges") or [cfg.judge.name]]
 
-
-
-
+# %% ../../nbs/07_pipeline.ipynb #pl_needs
 def needs_llm(cfg: DictConfig, stages: Sequence[str], role: str) -> bool:
     "Whether a role's LLM will be called by these stages (judges declare their kind; no name is checked)."
     if role == "reader": return "answer" in stages
@@ -405,7 +405,7 @@ def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
     "True when a stage will call an LLM: answering, judging with an LLM judge, or an LLM evidence judge."
     return any(needs_llm(cfg, stages, r) for r in ROLES)
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_run_answers
 def run_answers(cfg: DictConfig, stages: Sequence[str], ds, folder: Path, llms: dict[str, LLM]) -> dict:
     """The answer and judge stages of one run folder, the reader on `llms['reader']` and LLM judges on `llms['judge']`;
     returns a summary for the manifest. Raises StageFailed (after writing what succeeded) when failures pass the allowed share."""
@@ -500,7 +500,7 @@ def _run_system(cfg, stages, ds, folder: Path, llm, llms) -> Path:
                    finished=None if failures else time.strftime("%Y-%m-%dT%H:%M:%S"))
     return folder
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_configs
 def system_configs(cfg_or_overrides) -> list[DictConfig]:
     "One composed config per system of the experiment (`systems`), or just the one `system`."
     overrides = list(cfg_or_overrides)
@@ -546,7 +546,7 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     if failed: raise StageFailed("; ".join(failed))
     return folders
 
-
+# %% ../../nbs/07_pipeline.ipynb #pl_collect
 def collect(folders: Sequence[Path]) -> pd.DataFrame:
     "Per-question metrics of several runs in one frame, with each run's key and k."
     frames = []

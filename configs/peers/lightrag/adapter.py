@@ -223,7 +223,7 @@ def op_load(cmd) -> dict:
 
 
 def main():
-    serve(PACKAGE, VERSION, {"index": op_index, "load": op_load, "query": op_query}, use_base_url, close=close_rag)
+    serve(PACKAGE, VERSION, MODES, {"index": op_index, "load": op_load, "query": op_query}, use_base_url, close=close_rag)
 
 
 if __name__ == "__main__":

@@ -302,7 +302,7 @@ def op_load(cmd) -> dict:
 
 
 def main():
-    serve(PACKAGE, VERSION, {"index": op_index, "load": op_load, "query": op_query}, use_base_url)
+    serve(PACKAGE, VERSION, MODES, {"index": op_index, "load": op_load, "query": op_query}, use_base_url)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from nano_graphrag._utils import always_get_an_event_loop, compute_mdhash_id, sp
 from nano_graphrag.prompt import GRAPH_FIELD_SEP  # noqa: E402
 
 PACKAGE, VERSION = "nano-graphrag", nano_graphrag.__version__
+MODES = ("local", "global", "naive")   # its local and global searches' context, and its chunk vector index
 CHAT_MODEL = os.environ.get("FANIN_CHAT_MODEL", "lab")
 EMBED_MODEL = os.environ.get("FANIN_EMBED_MODEL", "all-MiniLM-L6-v2")
 EMBED_DIM = int(os.environ.get("FANIN_EMBED_DIM", "384"))
@@ -202,8 +203,8 @@ def op_query(cmd):
     mode = cmd.get("mode", "local")
     param = QueryParam(mode=mode, top_k=int(cmd.get("top_k") or 20), **(cmd.get("param") or {}))
     t0 = time.perf_counter()
-    fn = {"local": local_units, "global": global_units, "naive": naive_units}.get(mode)
-    if fn is None: raise ValueError(f"mode must be local, global or naive, not {mode!r}")
+    if mode not in MODES: raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    fn = {"local": local_units, "global": global_units, "naive": naive_units}[mode]
     loop = always_get_an_event_loop()
     units = loop.run_until_complete(fn(cmd["query"], param))
     n = len(units)
@@ -220,7 +221,7 @@ def op_load(cmd) -> dict:
 
 
 def main():
-    serve(PACKAGE, VERSION, {"index": op_index, "load": op_load, "query": op_query}, use_base_url)
+    serve(PACKAGE, VERSION, MODES, {"index": op_index, "load": op_load, "query": op_query}, use_base_url)
 
 
 if __name__ == "__main__":

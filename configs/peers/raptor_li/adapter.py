@@ -289,7 +289,7 @@ def op_load(cmd) -> dict:
 
 
 def main():
-    serve(PACKAGE, VERSION, {"index": op_index, "load": op_load, "query": op_query}, use_base_url, llama_index_core=CORE_VERSION)
+    serve(PACKAGE, VERSION, MODES, {"index": op_index, "load": op_load, "query": op_query}, use_base_url, llama_index_core=CORE_VERSION)
 
 
 if __name__ == "__main__":
