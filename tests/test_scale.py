@@ -53,3 +53,23 @@ def test_approximate_window_index_keeps_exact_top_k(kind):
 def test_an_unknown_index_kind_is_refused():
     with pytest.raises(ValueError, match="ivf, hnsw"):
         window_index(_clustered(100), 64, {"min_windows": 10, "kind": "lsh"})
+
+
+def test_the_exact_reference_is_exact_search(tmp_path):
+    "`exact_overlap` holds an approximate dense index against exact search, never against another approximate index."
+    from fanin.components import load_dataset
+    from fanin.config import compose, instantiate, k_for
+    from fanin.scale import exact_overlap
+    cfg = compose(["dataset=authtrace_tiny", "system=dense", "ann.min_windows=1", "ann.kind=hnsw", f"paths.outputs={tmp_path}",
+                   "progress=false"])
+    ds = load_dataset(cfg)
+    domain = ds.domains[0]
+    corpus = ds.corpus(domain)
+    approx = instantiate(cfg.system)
+    approx.index(corpus, tmp_path / "approx")
+    assert approx.stats()["window_index"] == "hnsw"
+    insts = ds.instances(domain)[:4]
+    k = lambda i: k_for(cfg, i.qtype, ds.broad_qtypes)
+    tops = [[u.meta.get("chunk", u.doc_id) for u in approx.retrieve(i.query, k(i), i)] for i in insts]
+    row = exact_overlap(cfg.system, {}, corpus, insts, tops, k, tmp_path)
+    assert 0 < row["ann_overlap"] <= 1 and row["exact_index_s"] > 0

@@ -306,8 +306,12 @@ def query_embed_p50(embedder, insts) -> float:
 
 def exact_overlap(scfg, kw: dict, corpus: Corpus, insts, tops, k, tmp) -> dict:
     "The same system built with exact window search: its index seconds, p50 and the approximate index's mean top-k overlap with it."
-    exact = instantiate(scfg, **kw, ann={})
+    # `ann` given to instantiate is merged into the config's block, so an empty dict would keep the approximate index: exact
+    # search is asked for by clearing the switch size
+    exact = instantiate(scfg, **kw, ann={"min_windows": None})
     t0 = time.perf_counter(); exact.index(corpus, Path(tmp) / "exact"); exact_s = time.perf_counter() - t0
+    if exact.stats().get("window_index") != "exact":
+        raise RuntimeError(f"exact_overlap: the reference index is {exact.stats().get('window_index')!r}, not exact search")
     lat, over = [], []
     for inst, top in zip(insts, tops):
         t = time.perf_counter()
