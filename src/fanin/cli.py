@@ -18,7 +18,7 @@ from .pipeline import StageFailed
 # %% auto #0
 __all__ = ['headline', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics', 'cmd_tables',
            'cmd_report', 'cmd_table', 'cmd_plan', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb', 'interrupted',
-           'build_parser', 'main']
+           'build_parser', 'cmd_bench', 'main']
 
 # %% ../../nbs/09_cli.ipynb #cc0b9645
 def headline(by_bin_csv) -> str:
@@ -395,8 +395,32 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--resume", action="store_true", help="keep the cells an interrupted scale bench with the same code and settings measured")
     b.add_argument("--record", default=None, help="also keep the measured figures here (scale.json and scale.png, or bm25_backends.json; make bench-scale: data/measured)")
     b.add_argument("--scale-one", nargs=2, metavar=("SYSTEM", "SIZE"), help=argparse.SUPPRESS)
+    b.add_argument("--ann-sweep", default=None, metavar="NPROBES", help="the approximate dense index's nprobe values (e.g. 32,48,96,128) held against exact search at each --sizes, on questions drawn with --seed (use another seed than the bench's 0); --record DIR keeps ann_sweep.json")
     b.add_argument("--bm25-backends", action="store_true", help="rank-bm25 against bm25s on every domain (top-k overlap, ER, latency); --record DIR keeps bm25_backends.json")
     return p
+
+
+def cmd_bench(args, overrides):
+    "The bench command's modes: one scale cell, the ANN sweep, the BM25 backends, the scale bench, or the per-system bench."
+    if args.scale_one:
+        from fanin.scale import bench_scale_one
+        print(json.dumps(bench_scale_one(*args.scale_one, overrides, args.queries, args.copies, args.seed, args.scale_domain), default=float))
+    elif args.ann_sweep:
+        from fanin.scale import ann_sweep_record
+        ann_sweep_record([int(p) for p in args.ann_sweep.split(",")], [s for s in args.sizes.split(",") if s], overrides,
+                         args.queries, args.seed, args.copies, args.scale_domain, record=args.record)
+    elif args.bm25_backends:
+        from fanin.bench import bench_bm25_backends
+        bench_bm25_backends(overrides, "all", record=Path(args.record) / "bm25_backends.json" if args.record else None)
+    elif args.scale:
+        from fanin.scale import bench_scale
+        bench_scale([s for s in args.scale_systems.split(",") if s], [s for s in args.sizes.split(",") if s], overrides, args.queries,
+                    args.copies, args.seed, args.scale_domain, resume=args.resume, record=args.record)
+    else:
+        from fanin.bench import bench_main
+        bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one,
+                   graph_systems=[s for s in args.graph_systems.split(",") if s], graph_domains=[d for d in args.graph_domains.split(",") if d],
+                   peers=None if args.peers is None else [s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
 
 
 def main(argv=None):
@@ -435,21 +459,7 @@ def main(argv=None):
         elif args.cmd == "plan":
             stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
             cmd_plan(overrides, stages, args.tokens_per_s, args.windows_per_s, args.chars_per_s, args.json)
-        elif args.cmd == "bench" and args.scale_one:
-            from fanin.scale import bench_scale_one
-            print(json.dumps(bench_scale_one(*args.scale_one, overrides, args.queries, args.copies, args.seed, args.scale_domain), default=float))
-        elif args.cmd == "bench" and args.bm25_backends:
-            from fanin.bench import bench_bm25_backends
-            bench_bm25_backends(overrides, "all", record=Path(args.record) / "bm25_backends.json" if args.record else None)
-        elif args.cmd == "bench" and args.scale:
-            from fanin.scale import bench_scale
-            bench_scale([s for s in args.scale_systems.split(",") if s], [s for s in args.sizes.split(",") if s], overrides, args.queries,
-                        args.copies, args.seed, args.scale_domain, resume=args.resume, record=args.record)
-        elif args.cmd == "bench":
-            from fanin.bench import bench_main
-            bench_main(args.systems.split(","), args.domains.split(","), overrides, one=args.one,
-                       graph_systems=[s for s in args.graph_systems.split(",") if s], graph_domains=[d for d in args.graph_domains.split(",") if d],
-                       peers=None if args.peers is None else [s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
+        elif args.cmd == "bench": cmd_bench(args, overrides)
     except (ConfigError, FileNotFoundError) as e:   # an override may hold a key: nothing key-shaped is echoed
         print(redact(f"fanin {args.cmd}: error: {e}", _env_keys()), file=sys.stderr)
         sys.exit(2)

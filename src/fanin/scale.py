@@ -28,8 +28,9 @@ PROJECT_PASSAGES = 10_000_000
 __all__ = ['SCALE_SYSTEMS', 'SCALE_SIZES', 'PROJECT_PASSAGES', 'SCALE_METRICS', 'perturb_text', 'copy_id', 'base_of',
            'replicate_corpus', 'replicate_parse', 'ReplicaEmbedder', 'replica_noise', 'replica_table', 'scale_corpus',
            'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one', 'query_embed_p50',
-           'exact_overlap', 'growth_exponent', 'project', 'scale_fits', 'skip_reason', 'mem_available_mb', 'machine',
-           'format_scale_line', 'bench_scale', 'format_fits', 'scale_figure', 'scale_table']
+           'exact_overlap', 'ann_sweep', 'ann_sweep_record', 'growth_exponent', 'project', 'scale_fits', 'skip_reason',
+           'mem_available_mb', 'machine', 'format_scale_line', 'bench_scale', 'format_fits', 'scale_figure',
+           'scale_table']
 
 # %% ../../nbs/10a_scale.ipynb #75caca23
 _SWAP = re.compile(r"(?<=[A-Za-z])[a-z]{2}(?=[a-z])")
@@ -320,6 +321,65 @@ def exact_overlap(scfg, kw: dict, corpus: Corpus, insts, tops, k, tmp) -> dict:
         over.append(len(set(top) & set(ref)) / max(len(ref), 1))
     return {"exact_index_s": exact_s, "exact_p50_ms": float(np.percentile(lat, 50)), "ann_overlap": float(np.mean(over)),
             "ann_overlap_min": float(np.min(over))}
+
+# %% ../../nbs/10a_scale.ipynb #41079f5d
+# 44 lines, kept whole: one measurement in one process (build exact and approximate once, then every nprobe on the same questions)
+def ann_sweep(size: str = "x10", nprobes=(32, 48, 96, 128), overrides=(), n_queries: int = 100, seed: int = 1, copies: int = 10,
+              domain: str = "culture") -> list[dict]:
+    """`dense` at `size` built with exact and with approximate window search (the `ann` block's index, whatever `min_windows`
+    says); for each `nprobe`: mean and worst top-k overlap with exact search and the retrieval p50 / p95 (ms) on `n_queries` questions
+    drawn with `seed`. The corpus is the bench's (copies perturbed with seed 0); only the questions differ from the bench's sample."""
+    import tempfile
+    from fanin.components import load_dataset
+    from fanin.config import k_for
+    from fanin.systems import tune_search
+    cfg = compose(["system=dense", "progress=false", *overrides])
+    ds = load_dataset(cfg)
+    corpus, insts, base = scale_corpus(ds, size, domain, copies, 0)
+    rng = np.random.default_rng(seed)
+    insts = [insts[i] for i in sorted(rng.choice(len(insts), size=min(n_queries, len(insts)), replace=False))]
+    scfg, kw = cfg.system, {}
+    k = lambda i: k_for(cfg, i.qtype, ds.broad_qtypes)
+    chunks = lambda s, i: [u.meta.get("chunk", u.doc_id) for u in s.retrieve(i.query, k(i), i)]
+    resolve_path(cfg.paths.outputs).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=resolve_path(cfg.paths.outputs)) as tmp:
+        if base is not None:
+            emb, chunk = instantiate(cfg.embedder), (scfg.chunk_tokens, scfg.chunk_overlap, scfg.window_tokens)
+            sigma = replica_noise(emb, base, 0, chunk=chunk)["sigma"]
+            kw = {"embedder": ReplicaEmbedder(emb, replica_table(emb, base, corpus, scfg.cache_path, sigma, 0, chunk)), "cache_path": None}
+        exact = instantiate(scfg, **kw, ann={"min_windows": None})
+        exact.index(corpus, Path(tmp) / "exact")
+        approx = instantiate(scfg, **kw, ann={"min_windows": 1})
+        approx.index(corpus, Path(tmp) / "approx")
+        assert exact.stats()["window_index"] == "exact" and approx.stats()["window_index"] == "ivf", "ann_sweep tunes an IVF index"
+        ref = [chunks(exact, i) for i in insts]
+        rows = []
+        for p in nprobes:
+            tune_search(approx.faiss_index, {**approx.ann, "nprobe": int(p)})
+            for i in insts[:3]: chunks(approx, i)   # warm-up
+            lat, over = [], []
+            for inst, r in zip(insts, ref):
+                t = time.perf_counter(); got = chunks(approx, inst); lat.append((time.perf_counter() - t) * 1000)
+                over.append(len(set(got) & set(r)) / max(len(r), 1))
+            rows.append({"size": size, "windows": int(approx.faiss_index.ntotal), "nlist": int(approx.faiss_index.nlist), "nprobe": int(p),
+                         "queries": len(insts), "seed": seed, "overlap": float(np.mean(over)), "overlap_min": float(np.min(over)),
+                         "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95))})
+            print(f"ann-sweep size={size} nlist={rows[-1]['nlist']} nprobe={p} overlap={rows[-1]['overlap']:.4f} "
+                  f"p50_ms={rows[-1]['p50_ms']:.2f} p95_ms={rows[-1]['p95_ms']:.2f}", flush=True)
+    return rows
+
+
+def ann_sweep_record(nprobes, sizes, overrides=(), n_queries: int = 100, seed: int = 1, copies: int = 10, domain: str = "culture",
+                     record=None) -> dict:
+    "`ann_sweep` at each size, with the machine and settings; `record` (a folder) keeps it as `ann_sweep.json`."
+    doc = {"machine": machine(), "settings": {"nprobes": list(nprobes), "sizes": list(sizes), "overrides": list(overrides),
+                                              "queries": n_queries, "seed": seed, "copies": copies, "domain": domain},
+           "rows": [r for size in sizes for r in ann_sweep(size, nprobes, overrides, n_queries, seed, copies, domain)]}
+    if record:
+        Path(record).mkdir(parents=True, exist_ok=True)
+        (Path(record) / "ann_sweep.json").write_text(json.dumps(doc, indent=1))
+    return doc
+
 
 # %% ../../nbs/10a_scale.ipynb #ad73fc24
 SCALE_METRICS = ("index_s", "index_bytes", "peak_mb", "p50_ms", "p95_ms")
