@@ -466,7 +466,8 @@ def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_querie
     """Every system at every size (`bench_scale_one`, one process each), smallest first; a cell whose projected memory or build
     time passes the machine's (`skip_reason`) is recorded as skipped with the projection's reason, never run to a crash. Writes
     `<outputs>/bench/scale.json` (machine, settings, rows, fits) and `<outputs>/figures/scale.png`; `record`: also copy both there.
-    `resume`: keep the rows a run with the same code and settings already measured (an interrupted bench goes on)."""
+    `resume`: keep the rows a run with the same code and settings already measured (an interrupted bench goes on), and
+    the other systems' rows of a record with the same settings (`<outputs>/bench/scale.json`, else `record`'s)."""
     from fanin.fingerprints import code_fingerprint, digest
     outputs = resolve_path(compose(list(overrides)).paths.outputs)
     out_f, fig_f = outputs / "bench" / "scale.json", outputs / "figures" / "scale.png"
@@ -476,8 +477,10 @@ def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_querie
     code = code_fingerprint()
     key = digest({"code": code, **same})
     done, others = {}, []
-    if resume and out_f.exists():
-        old = json.loads(out_f.read_text())
+    # resume from this machine's last bench, or from the kept record (`record`) where this checkout has not run one
+    src_f = out_f if out_f.exists() or not record else Path(record) / "scale.json"
+    if resume and src_f.exists():
+        old = json.loads(src_f.read_text())
         if old.get("key") == key: done = {(r["system"], r["size"]): r for r in old["rows"] if not r.get("error")}
         # cells an earlier run measured for other systems or sizes, with the same settings, stay in the record; each row names
         # the code it was measured with (`code`), so a record made across a code change says so row by row
