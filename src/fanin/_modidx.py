@@ -991,6 +991,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'fanin.scale.prefill_caches': ('scale.html#prefill_caches', 'fanin/scale.py'),
                              'fanin.scale.project': ('scale.html#project', 'fanin/scale.py'),
                              'fanin.scale.query_embed_p50': ('scale.html#query_embed_p50', 'fanin/scale.py'),
+                             'fanin.scale.replica_kw': ('scale.html#replica_kw', 'fanin/scale.py'),
                              'fanin.scale.replica_noise': ('scale.html#replica_noise', 'fanin/scale.py'),
                              'fanin.scale.replica_table': ('scale.html#replica_table', 'fanin/scale.py'),
                              'fanin.scale.replicate_corpus': ('scale.html#replicate_corpus', 'fanin/scale.py'),

@@ -26,11 +26,11 @@ PROJECT_PASSAGES = 10_000_000
 
 # %% auto #0
 __all__ = ['SCALE_SYSTEMS', 'SCALE_SIZES', 'PROJECT_PASSAGES', 'SCALE_METRICS', 'perturb_text', 'copy_id', 'base_of',
-           'replicate_corpus', 'replicate_parse', 'ReplicaEmbedder', 'replica_noise', 'replica_table', 'scale_corpus',
-           'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one', 'query_embed_p50',
-           'exact_overlap', 'ann_sweep', 'ann_sweep_record', 'growth_exponent', 'project', 'scale_fits', 'skip_reason',
-           'mem_available_mb', 'machine', 'format_scale_line', 'bench_scale', 'format_fits', 'scale_figure',
-           'scale_table']
+           'replicate_corpus', 'replicate_parse', 'ReplicaEmbedder', 'replica_noise', 'replica_table', 'replica_kw',
+           'scale_corpus', 'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one',
+           'query_embed_p50', 'exact_overlap', 'ann_sweep', 'ann_sweep_record', 'growth_exponent', 'project',
+           'scale_fits', 'skip_reason', 'mem_available_mb', 'machine', 'format_scale_line', 'bench_scale',
+           'format_fits', 'scale_figure', 'scale_table']
 
 # %% ../../nbs/10a_scale.ipynb #75caca23
 _SWAP = re.compile(r"(?<=[A-Za-z])[a-z]{2}(?=[a-z])")
@@ -185,6 +185,17 @@ def replica_table(embedder, corpus: Corpus, corpus_x: Corpus, cache_path, sigma:
         for t, vec in zip(ts, v.astype(np.float32)): table.setdefault(text_key(t), vec)   # a window no swap touched keeps copy 0's vector
     return table
 
+
+def replica_kw(cfg, base: Corpus, corpus_x: Corpus, seed: int = 0) -> tuple[dict, dict]:
+    """What a dense system over the replicated `corpus_x` is built with (`embedder`: a `ReplicaEmbedder` whose table holds every
+    window's vector, no embedding cache), and the measured perturbation noise (`replica_noise`) it was made with."""
+    scfg, emb = cfg.system, instantiate(cfg.embedder)
+    chunk = (scfg.chunk_tokens, scfg.chunk_overlap, scfg.window_tokens)
+    noise = replica_noise(emb, base, seed, chunk=chunk)
+    table = replica_table(emb, base, corpus_x, scfg.cache_path, noise["sigma"], seed, chunk)
+    return {"embedder": ReplicaEmbedder(emb, table), "cache_path": None}, noise
+
+
 # %% ../../nbs/10a_scale.ipynb #18c613db
 def scale_corpus(ds, size: str, domain: str = "culture", copies: int = 10, seed: int = 0) -> tuple[Corpus, list, Corpus | None]:
     """(corpus, its questions, the corpus it replicates or None) for a scale: `domain` (one domain), `all` (every domain of `ds` as
@@ -235,7 +246,7 @@ def prefill_caches(cfg, corpus: Corpus) -> dict:
     return out
 
 
-# 66 lines, kept whole: one measurement in one process, in the order its clock needs (prepare, reset the peak, build, query)
+# 54 lines, kept whole: one measurement in one process, in the order its clock needs (prepare, reset the peak, build, query)
 def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, copies: int = 10, seed: int = 0,
                     domain: str = "culture") -> dict:
     """One system at one corpus size, in this process: build its index into a temporary store (timed), then retrieve `n_queries`
@@ -255,11 +266,7 @@ def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, 
     resolve_path(cfg.paths.outputs).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=resolve_path(cfg.paths.outputs)) as tmp:
         if base is not None and "window_tokens" in scfg:
-            emb = instantiate(cfg.embedder)
-            chunk = (scfg.chunk_tokens, scfg.chunk_overlap, scfg.window_tokens)
-            prep["replica"] = replica_noise(emb, base, seed, chunk=chunk)
-            kw = {"embedder": ReplicaEmbedder(emb, replica_table(emb, base, corpus, scfg.cache_path, prep["replica"]["sigma"], seed, chunk)),
-                  "cache_path": None}
+            kw, prep["replica"] = replica_kw(cfg, base, corpus, seed)
         if base is not None and "nlp_cache" in scfg:
             from fanin.nlp import corpus_key, parse_corpus
             parsed = replicate_parse(parse_corpus(base, scfg.nlp_cache, n_process=scfg.n_process, block_chars=scfg.block_chars), corpus, seed)
@@ -324,7 +331,6 @@ def exact_overlap(scfg, kw: dict, corpus: Corpus, insts, tops, k, tmp) -> dict:
             "ann_overlap_min": float(np.min(over))}
 
 # %% ../../nbs/10a_scale.ipynb #41079f5d
-# 44 lines, kept whole: one measurement in one process (build exact and approximate once, then every nprobe on the same questions)
 def ann_sweep(size: str = "x10", nprobes=(32, 48, 96, 128), overrides=(), n_queries: int = 100, seed: int = 1, copies: int = 10,
               domain: str = "culture") -> list[dict]:
     """`dense` at `size` built with exact and with approximate window search (the `ann` block's index, whatever `min_windows`
@@ -344,10 +350,7 @@ def ann_sweep(size: str = "x10", nprobes=(32, 48, 96, 128), overrides=(), n_quer
     chunks = lambda s, i: [u.meta.get("chunk", u.doc_id) for u in s.retrieve(i.query, k(i), i)]
     resolve_path(cfg.paths.outputs).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=resolve_path(cfg.paths.outputs)) as tmp:
-        if base is not None:
-            emb, chunk = instantiate(cfg.embedder), (scfg.chunk_tokens, scfg.chunk_overlap, scfg.window_tokens)
-            sigma = replica_noise(emb, base, 0, chunk=chunk)["sigma"]
-            kw = {"embedder": ReplicaEmbedder(emb, replica_table(emb, base, corpus, scfg.cache_path, sigma, 0, chunk)), "cache_path": None}
+        if base is not None: kw = replica_kw(cfg, base, corpus, 0)[0]
         exact = instantiate(scfg, **kw, ann={"min_windows": None})
         exact.index(corpus, Path(tmp) / "exact")
         approx = instantiate(scfg, **kw, ann={"min_windows": 1})
@@ -460,7 +463,7 @@ def _measure_cell(system, size, overrides, n_queries, copies, seed, domain) -> d
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-# 56 lines, kept whole: the bench's loop, its resume rule and its outputs read best in one place
+# 51 lines, kept whole: the bench's loop, its resume rule and its outputs read best in one place
 def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_queries: int = 100, copies: int = 10, seed: int = 0,
                 domain: str = "culture", resume: bool = False, max_index_s: float = 2400.0, record=None) -> tuple[list, list]:
     """Every system at every size (`bench_scale_one`, one process each), smallest first; a cell whose projected memory or build
