@@ -9,8 +9,12 @@ TORCH   ?= torch==2.13.0+cpu
 # TORCH), and the build backends of the two source-only packages (llama-cpp-python, antlr4-python3-runtime) and of fanin itself
 LOCK       := requirements.lock
 BUILD_LOCK := requirements-build.lock
+# the GPU path's torch: PyPI's plain linux wheel (a CUDA 13 build, NVIDIA driver >= 580) with its CUDA libraries, every file by
+# sha256; `make reproduce-gpu` swaps it in for the CPU build. Its other pins are requirements.lock's, so nothing else moves.
+TORCH_GPU ?= torch==2.13.0
+GPU_LOCK  := requirements-gpu.lock
 
-.PHONY: setup lock reproduce reproduce-full answers structured reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
+.PHONY: setup setup-gpu lock reproduce reproduce-full answers structured reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
 
 setup: $(VENV)/.installed
 
@@ -32,7 +36,10 @@ LOCK_OPTS  = --generate-hashes --python-version 3.11 --python-platform x86_64-ma
 lock:
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && python3 -m venv "$$tmp" && "$$tmp/bin/pip" install --quiet "$(UV)" && \
 	printf '%s\nsetuptools>=64\n' "$(TORCH)" | "$$tmp/bin/uv" pip compile --quiet - pyproject.toml --all-extras $(LOCK_OPTS) -o $(LOCK) && \
-	printf 'setuptools>=64\nscikit-build-core>=0.9.2\n' | "$$tmp/bin/uv" pip compile --quiet - -c $(LOCK) $(LOCK_OPTS) -o $(BUILD_LOCK)
+	printf 'setuptools>=64\nscikit-build-core>=0.9.2\n' | "$$tmp/bin/uv" pip compile --quiet - -c $(LOCK) $(LOCK_OPTS) -o $(BUILD_LOCK) && \
+	awk '/^torch==/{skip=1;next} skip&&/^[[:space:]]/{next} /^--find-links/{next} {skip=0; print}' $(LOCK) >"$$tmp/cpu.txt" && \
+	printf '%s\n' "$(TORCH_GPU)" | "$$tmp/bin/uv" pip compile --quiet - -c "$$tmp/cpu.txt" --no-annotate --generate-hashes \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" -o $(GPU_LOCK)
 
 data: setup
 	$(FANIN) data
@@ -74,7 +81,16 @@ answers structured: setup
 
 # the evidence side of the paper experiment on a CUDA GPU: embedder=minilm_gpu (the shipped MiniLM in fp16, batch 1024); its
 # vectors are cached apart from the CPU's, and every index card names the GPU. Outside DVC (DVC's stages are the CPU default).
-reproduce-gpu: setup
+# torch's CUDA build from requirements-gpu.lock in place of the CPU one (about 3 GB from PyPI; `make setup` puts the CPU build
+# back whenever requirements.lock changes, and this reruns after it). The CPU build is uninstalled first: pip counts
+# 2.13.0+cpu as meeting ==2.13.0.
+setup-gpu: $(VENV)/.gpu
+$(VENV)/.gpu: $(VENV)/.installed $(GPU_LOCK)
+	$(PY) -m pip uninstall --quiet --yes torch
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(GPU_LOCK)
+	touch $@
+
+reproduce-gpu: setup-gpu
 	@$(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'make reproduce-gpu: torch sees no CUDA device (check nvidia-smi, and that torch is a CUDA build)')"
 	$(FANIN) run experiment=paper embedder=minilm_gpu --stages index,retrieve,evaluate,tables
 

