@@ -75,10 +75,10 @@ def llm_rate(records: pd.DataFrame, model: str, tokens_per_s: float | None = Non
 
 # %% ../../nbs/10b_plan.ipynb #87404b56
 def embed_rate(outputs, embedder: str, windows_per_s: float | None = None, bench: dict | None = None) -> Rate:
-    "Seconds a window for `embedder`: given; else from earlier index builds' embedding records under `outputs`; else the bench figures."
+    "Seconds a window for `embedder`: given; else from earlier index builds' embedding records under `outputs` (not the scale bench's temporary folders); else the bench figures."
     if windows_per_s: return Rate(1 / windows_per_s, source=f"--windows-per-s {windows_per_s:g}")
     n, s = 0, 0.0
-    for f in Path(outputs).glob("**/index.json"):
+    for f in (f for f in Path(outputs).glob("**/index.json") if not f.relative_to(outputs).parts[0].startswith("tmp")):  # not a killed bench's
         try: d = json.loads(f.read_text())
         except (OSError, ValueError): continue
         e = d.get("embedding_cache") or {}
