@@ -75,11 +75,11 @@ def test_every_measured_link_exists():
 
 
 def test_the_scale_table_is_the_kept_record():
-    """The README's scale table is `fanin.scale.scale_summary` of data/measured/scale.json, so it cannot keep figures the record
+    """The README's scale table is `fanin.scale_report.scale_summary` of data/measured/scale.json, so it cannot keep figures the record
     no longer holds; regenerate it with
-    .venv/bin/python -c "import json; from fanin.scale import scale_summary; print(scale_summary(json.load(open('data/measured/scale.json'))))"."""
+    .venv/bin/python -c "import json; from fanin.scale_report import scale_summary; print(scale_summary(json.load(open('data/measured/scale.json'))))"."""
     import json
-    from fanin.scale import scale_summary
+    from fanin.scale_report import scale_summary
     m = re.search(r"<!-- scale -->\n(.*?)\n<!-- /scale -->", README, re.S)
     assert m, "README has no <!-- scale --> ... <!-- /scale --> block"
     want = scale_summary(json.loads((ROOT / "data" / "measured" / "scale.json").read_text()))

@@ -30,7 +30,7 @@ __all__ = ['SCALE_SYSTEMS', 'SCALE_SIZES', 'PROJECT_PASSAGES', 'SCALE_METRICS', 
            'scale_corpus', 'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one',
            'query_embed_p50', 'exact_overlap', 'ann_sweep', 'ann_sweep_record', 'growth_exponent', 'project',
            'scale_fits', 'skip_reason', 'mem_available_mb', 'machine', 'format_scale_line', 'bench_scale',
-           'format_fits', 'scale_figure', 'scale_table', 'scale_summary']
+           'format_fits', 'scale_figure']
 
 # %% ../../nbs/10a_scale.ipynb #75caca23
 _SWAP = re.compile(r"(?<=[A-Za-z])[a-z]{2}(?=[a-z])")
@@ -486,7 +486,7 @@ def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_querie
         old = json.loads(src_f.read_text())
         if old.get("key") == key: done = {(r["system"], r["size"]): r for r in old["rows"] if not r.get("error")}
         # cells an earlier run measured for other systems or sizes, with the same settings, stay in the record; each row names
-        # the code it was measured with (`code`), so a record made across a code change says so row by row
+        # the code it was measured with (`code`) and its day (`date`), so a record made across a code change says so row by row
         if old.get("settings", {}) and {k: v for k, v in old["settings"].items() if k not in ("systems", "sizes")} == same:
             others = [r for r in old["rows"] if not r.get("error") and (r["system"] not in systems or r["size"] not in sizes)]
     rows: list[dict] = []
@@ -499,7 +499,7 @@ def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_querie
                 why = skip_reason(system, want, smaller, mem_available_mb(), max_index_s) if size == "x10" and want else None
                 r = ({"system": system, "size": size, "passages": want, "skipped": why} if why else
                      _measure_cell(system, size, overrides, n_queries, copies, seed, domain))
-                r["code"] = code
+                r["code"], r["date"] = code, machine()["date"]   # each cell names its code and its day
             rows.append(r)
             print(format_scale_line(r), flush=True)
             _write_scale(out_f, {"key": key, "machine": machine(), "settings": settings, "rows": others + rows, "fits": []})
@@ -556,58 +556,3 @@ def scale_figure(rows: list[dict], path, to: float = PROJECT_PASSAGES):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-# %% ../../nbs/10a_scale.ipynb #52ec830f
-def scale_table(doc: dict) -> str:
-    """A scale record (`scale.json`) as a Markdown table: per system and size its passages, index seconds, index MB, peak MB,
-    p50 / p95 ms and the window index; then each figure's growth exponent and its projection to 10M passages."""
-    rows, fits = doc["rows"], doc.get("fits") or scale_fits(doc["rows"])
-    out = ["| system | size | passages | index s | index MB | peak MB | p50 ms | p95 ms | dense search |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if r.get("skipped") or r.get("error"):
-            out.append(f"| {r['system']} | {r['size']} | {r.get('passages') or ''} | {'skipped: ' + r['skipped'] if r.get('skipped') else 'error: ' + r['error']} | | | | | |")
-            continue
-        ann = "" if r.get("window_index") in (None, "exact") else f"{r['window_index']}: top-k overlap {r['ann_overlap']:.3f}, exact p50 {r['exact_p50_ms']:.1f} ms"
-        q = f" (query embedding {r['query_embed_p50_ms']:.2f})" if r.get("query_embed_p50_ms") is not None else ""
-        out.append(f"| {r['system']} | {r['size']} | {r['passages']:,} | {r['index_s']:.1f} | {r['index_bytes'] / 2**20:.0f} | {r['peak_mb']:.0f} | "
-                   f"{r['p50_ms']:.2f}{q} | {r['p95_ms']:.2f} | {ann or r.get('window_index') or ''} |")
-    out += ["", "| system | " + " | ".join(f"{m} (b → at 10M)" for m in SCALE_METRICS) + " |", "|---|" + "---|" * len(SCALE_METRICS)]
-    for system in dict.fromkeys(f["system"] for f in fits):
-        fs = {f["metric"]: f for f in fits if f["system"] == system}
-        at = lambda f: next((v for k, v in f.items() if k.startswith("at_")), None)
-        cell_ = lambda f: f"{f['exponent']:.2f} → {at(f):.3g}" if f["exponent"] is not None and at(f) is not None else "n/a"
-        out.append(f"| {system} | " + " | ".join(cell_(fs[m]) for m in SCALE_METRICS) + " |")
-    return "\n".join(out)
-
-# %% ../../nbs/10a_scale.ipynb #a94feb40
-def scale_summary(doc: dict) -> str:
-    """A scale record folded to one Markdown row a system: index s and p50 ms at each size (`—` for a cell not measured, `skipped`
-    for one the projection ruled out), peak GB at the largest size measured, the dense search there, and the index-time exponent
-    with its projection to 10M passages (`scale_fits`)."""
-    rows, fits = doc["rows"], doc.get("fits") or scale_fits(doc["rows"])
-    sizes = list(doc.get("settings", {}).get("sizes") or SCALE_SIZES)
-    cells = {(r["system"], r["size"]): r for r in rows}
-    fit = {f["system"]: f for f in fits if f["metric"] == "index_s"}
-    def at(system, size, key, fmt):
-        r = cells.get((system, size))
-        if r is None: return "—"
-        if r.get("skipped"): return "skipped"
-        if r.get("error"): return "error"
-        return fmt(r[key])
-    num = lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"
-    head = " / ".join(sizes)
-    out = [f"| system | index s ({head}) | p50 ms ({head}) | peak GB, largest | growth b (index s) | index at 10M passages, projected |",
-           "|---|---|---|---|---|---|"]
-    for system in dict.fromkeys(r["system"] for r in rows):
-        done = [cells[(system, s)] for s in sizes if (system, s) in cells and not cells[(system, s)].get("skipped") and not cells[(system, s)].get("error")]
-        last = done[-1] if done else None
-        peak = f"{last['peak_mb'] / 1024:.1f} ({last['size']})" if last else "—"
-        if last and last.get("ann_overlap") is not None: peak += f"; {last['window_index']} overlap {last['ann_overlap']:.3f}"
-        f = fit.get(system) or {}
-        proj = next((v for k, v in f.items() if k.startswith("at_")), None)
-        b = f"{f['exponent']:.2f} ({f['points']} sizes)" if f.get("exponent") is not None else "n/a"
-        out.append(f"| {system} | " + " / ".join(at(system, s, "index_s", num) for s in sizes) + " | "
-                   + " / ".join(at(system, s, "p50_ms", num) for s in sizes) + f" | {peak} | {b} | "
-                   + (f"{proj / 3600:,.1f} h" if proj is not None else "n/a") + " |")
-    return "\n".join(out)
-
