@@ -78,8 +78,9 @@ def test_bench_peer_lines_and_an_unbuildable_environment(tmp_path, monkeypatch):
     pip's reason, and the next peer still runs and gives a well-formed line. The real nano-graphrag environment and tiktoken files
     are reused through links; the failed environment is built under tmp_path."""
     from fanin.bench import bench_peers
-    from fanin.peers import default_envs
+    from fanin.peers import default_envs, tiktoken_cache
     env = built_env("nano_graphrag")
+    tiktoken_cache(default_envs().parent / "tiktoken", env.python)   # the folder linked below exists also when this test runs alone
     root = tmp_path / "root"
     shutil.copytree(ROOT / "configs" / "peers" / "nano_graphrag", root / "configs" / "peers" / "nano_graphrag")
     shutil.copy(ROOT / "configs" / "peers" / "protocol.py", root / "configs" / "peers" / "protocol.py")  # every adapter imports it

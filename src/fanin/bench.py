@@ -298,7 +298,7 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
 
 def format_peer_line(r: dict) -> str:
     return (f"bench peer={r['peer']} domain={r['domain']} env_setup_s={r['env_setup_s']:.2f} first_time={'yes' if r['first_time'] else 'no'} "
-            f"index_s={r['index_s']:.3f} model_s={r.get('model_s', 0.0):.1f} llm_calls={r['llm_calls']} prompt_tokens={r['prompt_tokens']} "
+            f"index_s={r['index_s']:.3f} model_s={r.get('model_s', 0.0):.3f} llm_calls={r['llm_calls']} prompt_tokens={r['prompt_tokens']} "
             f"completion_tokens={r['completion_tokens']} p50_ms={r['p50_ms']:.3f} llm_requests={r['llm_requests']} "
             f"queries={r['queries']} units={r['units']} package={r['package']}=={r['version']}")
 
@@ -316,7 +316,7 @@ def peer_error_line(peer: str, e: BaseException) -> str:
     cost = ""
     if isinstance(e, PeerBuildFailed):
         c, e = e.cost, e.__cause__
-        cost = (f"index_s={c['index_s']:.3f} model_s={c.get('llm_model_seconds', 0.0):.1f} llm_calls={c.get('llm_calls', 0)} "
+        cost = (f"index_s={c['index_s']:.3f} model_s={c.get('llm_model_seconds', 0.0):.3f} llm_calls={c.get('llm_calls', 0)} "
                 f"prompt_tokens={c.get('llm_prompt_tokens', 0)} completion_tokens={c.get('llm_completion_tokens', 0)} "
                 f"llm_requests={c.get('llm_requests', 0)} ")
     lines = [l.strip() for l in str(e).splitlines() if l.strip()]
