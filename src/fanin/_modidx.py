@@ -990,6 +990,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'fanin.scale.perturb_text': ('scale.html#perturb_text', 'fanin/scale.py'),
                              'fanin.scale.prefill_caches': ('scale.html#prefill_caches', 'fanin/scale.py'),
                              'fanin.scale.project': ('scale.html#project', 'fanin/scale.py'),
+                             'fanin.scale.projected': ('scale.html#projected', 'fanin/scale.py'),
                              'fanin.scale.query_embed_p50': ('scale.html#query_embed_p50', 'fanin/scale.py'),
                              'fanin.scale.replica_kw': ('scale.html#replica_kw', 'fanin/scale.py'),
                              'fanin.scale.replica_noise': ('scale.html#replica_noise', 'fanin/scale.py'),

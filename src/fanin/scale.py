@@ -29,7 +29,7 @@ __all__ = ['SCALE_SYSTEMS', 'SCALE_SIZES', 'PROJECT_PASSAGES', 'SCALE_METRICS', 
            'replicate_corpus', 'replicate_parse', 'ReplicaEmbedder', 'replica_noise', 'replica_table', 'replica_kw',
            'scale_corpus', 'n_passages', 'rss_mb', 'reset_peak_rss', 'prefill_caches', 'bench_scale_one',
            'query_embed_p50', 'exact_overlap', 'ann_sweep', 'ann_sweep_record', 'growth_exponent', 'project',
-           'scale_fits', 'skip_reason', 'mem_available_mb', 'machine', 'format_scale_line', 'bench_scale',
+           'scale_fits', 'projected', 'skip_reason', 'mem_available_mb', 'machine', 'format_scale_line', 'bench_scale',
            'format_fits', 'scale_figure']
 
 # %% ../../nbs/10a_scale.ipynb #75caca23
@@ -417,6 +417,11 @@ def scale_fits(rows: list[dict], to: float = PROJECT_PASSAGES) -> list[dict]:
     return out
 
 
+def projected(fit: dict) -> float | None:
+    "A fit's projection (`at_<passages>`, the size `scale_fits` projected to), or None when it has none."
+    return next((v for k, v in fit.items() if k.startswith("at_")), None)
+
+
 def skip_reason(system: str, size_passages: int, rows: list[dict], mem_mb: float, max_index_s: float) -> str | None:
     """Why a cell should not be run, projected from the system's measured smaller sizes: its peak memory past 80% of `mem_mb` or
     its build past `max_index_s` (None: run it)."""
@@ -529,8 +534,7 @@ def format_fits(fits: list[dict]) -> str:
     lines = []
     for system in dict.fromkeys(f["system"] for f in fits):
         fs = {f["metric"]: f for f in fits if f["system"] == system}
-        at = lambda m: next(v for k, v in fs[m].items() if k.startswith("at_"))
-        parts = [f"{m}^{fs[m]['exponent']:.2f}→{at(m):.3g}" if fs[m]["exponent"] is not None else f"{m}:n/a" for m in SCALE_METRICS]
+        parts = [f"{m}^{fs[m]['exponent']:.2f}→{projected(fs[m]):.3g}" if fs[m]["exponent"] is not None else f"{m}:n/a" for m in SCALE_METRICS]
         lines.append(f"scale-fit system={system} " + " ".join(parts))
     return "\n".join(lines)
 

@@ -6,7 +6,7 @@ one-row-a-system summary the README shows."""
 # %% ../../nbs/10c_scale_report.ipynb #d8402a79
 from __future__ import annotations
 
-from .scale import SCALE_METRICS, SCALE_SIZES, scale_fits
+from .scale import SCALE_METRICS, SCALE_SIZES, projected, scale_fits
 
 # %% auto #0
 __all__ = ['scale_table', 'scale_summary']
@@ -28,8 +28,7 @@ def scale_table(doc: dict) -> str:
     out += ["", "| system | " + " | ".join(f"{m} (b → at 10M)" for m in SCALE_METRICS) + " |", "|---|" + "---|" * len(SCALE_METRICS)]
     for system in dict.fromkeys(f["system"] for f in fits):
         fs = {f["metric"]: f for f in fits if f["system"] == system}
-        at = lambda f: next((v for k, v in f.items() if k.startswith("at_")), None)
-        cell_ = lambda f: f"{f['exponent']:.2f} → {at(f):.3g}" if f["exponent"] is not None and at(f) is not None else "n/a"
+        cell_ = lambda f: f"{f['exponent']:.2f} → {projected(f):.3g}" if f["exponent"] is not None and projected(f) is not None else "n/a"
         out.append(f"| {system} | " + " | ".join(cell_(fs[m]) for m in SCALE_METRICS) + " |")
     return "\n".join(out)
 
@@ -58,7 +57,7 @@ def scale_summary(doc: dict) -> str:
         peak = f"{last['peak_mb'] / 1024:.1f} ({last['size']})" if last else "—"
         if last and last.get("ann_overlap") is not None: peak += f"; {last['window_index']} overlap {last['ann_overlap']:.3f}"
         f = fit.get(system) or {}
-        proj = next((v for k, v in f.items() if k.startswith("at_")), None)
+        proj = projected(f)
         b = f"{f['exponent']:.2f} ({f['points']} sizes)" if f.get("exponent") is not None else "n/a"
         out.append(f"| {system} | " + " / ".join(at(system, s, "index_s", num) for s in sizes) + " | "
                    + " / ".join(at(system, s, "p50_ms", num) for s in sizes) + f" | {peak} | {b} | "
