@@ -14,7 +14,7 @@ BUILD_LOCK := requirements-build.lock
 TORCH_GPU ?= torch==2.13.0
 GPU_LOCK  := requirements-gpu.lock
 
-.PHONY: setup setup-gpu lock reproduce reproduce-full answers structured reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
+.PHONY: setup setup-gpu lock data-ready reproduce reproduce-full answers structured reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
 
 setup: $(VENV)/.installed
 
@@ -64,17 +64,25 @@ models: setup
 # `make reproduce-full` runs every stage.
 OPT_IN_STAGES := answers structured peers ablation
 DVC := $(VENV)/bin/dvc
-reproduce: setup
-	$(DVC) repro $$($(DVC) stage list --name-only | grep -vxF $(foreach s,$(OPT_IN_STAGES),-e $(s)))
+# first, before the install: the data DVC reads (params.yaml's `data` and `hipporag_data`) is there, or is fetched at its pinned
+# revision and checked by sha256 ($$FANIN_DATA_MIRROR names a local mirror), or the command stops in one line naming what is
+# missing, where it looked and the fix (fanin.release, standard library only, so the system's python3 runs it)
+data-ready:
+	@PYTHONPATH=src python3 -m fanin.release params.yaml
+
+# STAGES: the DVC stages to run (default: every stage but the opt-in ones), e.g. make reproduce STAGES=data
+STAGES ?= $$($(DVC) stage list --name-only | grep -vxF $(foreach s,$(OPT_IN_STAGES),-e $(s)))
+reproduce: data-ready setup
+	$(DVC) repro $(STAGES)
 	@echo "report: outputs/report.md"
 
-reproduce-full: setup
+reproduce-full: data-ready setup
 	$(DVC) repro
 	$(DVC) repro --force --single-item reproduction figures
 	@echo "report: outputs/report.md"
 
 # each opt-in stage, then the reported-vs-lab comparisons and the report again, so they pick up its tables
-answers structured: setup
+answers structured: data-ready setup
 	$(DVC) repro $@
 	$(DVC) repro --force --single-item reproduction figures
 	@echo "tables: outputs/tables/; report: outputs/report.md"
@@ -94,11 +102,11 @@ reproduce-gpu: setup-gpu
 	@$(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'make reproduce-gpu: torch sees no CUDA device (check nvidia-smi, and that torch is a CUDA build)')"
 	$(FANIN) run experiment=paper embedder=minilm_gpu --stages index,retrieve,evaluate,tables
 
-peers: setup
+peers: data-ready setup
 	$(DVC) repro peers
 	@echo "paradigm tables: outputs/tables/paradigms*.csv"
 
-ablation: setup
+ablation: data-ready setup
 	$(DVC) repro ablation
 	@echo "ablation tables: outputs/tables/reader_judge_ablation*.csv"
 

@@ -295,6 +295,10 @@ def faults() -> list[Fault]:
         lambda w, st: answer_args(w, st, "reader_llm.context_tokens=4096", provider="openai")), env={"OPENAI_API_KEY": CANARY},
       check=lambda w, r: bool(w.folders()))
     s("a key written into an override", "stop", args=lambda w: run_bm25(w, f"+api_key={CANARY}"), expect=("api_key",))
+    # the kinds kept in their own files (tests/faults_*.py, each with `extra_faults() -> list[Fault]`)
+    import importlib
+    for mod in sorted(p.stem for p in (ROOT / "tests").glob("faults_*.py")):
+        F += importlib.import_module(mod).extra_faults()
     return F
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import need_real_data
+
 from fanin.judges import load_cases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +97,7 @@ def test_questions_references_and_statements_are_quoted_from_wildgraphbench(sets
     from fanin.wildgraphbench import default_root
     qa = default_root() / "QA"
     if not qa.is_dir():
-        pytest.skip(f"the WildGraphBench QA files are expected at {qa} (../shared/data/wildgraphbench beside the checkout)")
+        need_real_data(qa, "the WildGraphBench QA files")
     source = {}   # question -> (domain, data row)
     for path in sorted(qa.glob("*/questions.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():

@@ -16,9 +16,9 @@ from .experiments import finished_runs, planned_runs, table_name
 from .pipeline import StageFailed
 
 # %% auto #0
-__all__ = ['headline', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics', 'cmd_tables',
-           'cmd_report', 'cmd_table', 'cmd_plan', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb', 'interrupted',
-           'build_parser', 'cmd_bench', 'main']
+__all__ = ['WRITERS', 'headline', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics',
+           'cmd_tables', 'cmd_report', 'cmd_table', 'cmd_plan', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb',
+           'Terminated', 'interrupted', 'build_parser', 'cmd_bench', 'main', 'source_drift']
 
 # %% ../../nbs/09_cli.ipynb #cc0b9645
 def headline(by_bin_csv) -> str:
@@ -170,6 +170,8 @@ def cmd_sweep(overrides, kernel="python3"):
     cfg = compose(base)
     name = cfg.experiment_name  # topk: the flat systems (the DVC sweep stage); topk_graphs: the graph systems
     nb = repo_root() / "nbs" / "91_reproduce_wildgraphbench_retrieval.ipynb"
+    from fanin.components import load_dataset   # the sweep's domain is checked here, not inside a papermill kernel
+    load_dataset(compose([*base, f"dataset.domains=[{cfg.sweep.domain}]"]))
     out_dir = resolve_path(cfg.paths.outputs) / "notebooks" / name
     out_dir.mkdir(parents=True, exist_ok=True)
     for s in cfg.sweep.systems:
@@ -312,21 +314,34 @@ def cmd_eval_wgb(predictions, overrides, out=None, answers=False, system=None) -
 
 # %% ../../nbs/09_cli.ipynb #166a501e
 def _env_keys() -> list[str]:
-    "The values of the environment's API-key variables (`*_API_KEY`), which no message may echo."
-    import os
-    return [v for k, v in os.environ.items() if k.endswith("_API_KEY") and v]
+    """The values of the environment's secret-shaped variables (any name holding KEY, TOKEN, SECRET or PASSWORD: `*_API_KEY`, and
+    whatever a config's `api_key_env` names), which no message may echo."""
+    import os, re
+    return [v for k, v in os.environ.items() if re.search(r"KEY|TOKEN|SECRET|PASSWORD", k.upper()) and v and len(v) >= 8]
 
 
-def interrupted(cmd: str):
-    """Ctrl-C: one line saying what was kept and how to go on, then exit 130 at once. Everything the lab writes is written as it
-    finishes (packs and answers line by line, caches per entry, outputs atomically), so nothing finished is lost; `os._exit`
-    skips the interpreter's wait for worker threads, so a model call hanging in flight cannot hold the exit for minutes (the
-    stages' own cleanup, which stops an embedded server, has already run while the interrupt unwound them)."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what `kill`, `timeout`, systemd, SLURM and container stops send), raised where the program is, so it unwinds
+    exactly as Ctrl-C does: every `finally` and context manager runs (the embedded server and peers are stopped, locks released)."""
+
+
+def _on_sigterm(signum, frame):
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second SIGTERM while unwinding must not cut the cleanup short
+    raise Terminated()
+
+
+def interrupted(cmd: str, code: int = 130):
+    """Ctrl-C (exit 130) or SIGTERM (exit 143): one line saying what was kept and how to go on, then exit at once. Everything the
+    lab writes is written as it finishes (packs and answers line by line, caches per entry, outputs atomically), so nothing
+    finished is lost; `os._exit` skips the interpreter's wait for worker threads, so a model call hanging in flight cannot hold
+    the exit for minutes (the stages' own cleanup, which stops an embedded server, has already run while the interrupt unwound them)."""
     import os
-    print(f"\nfanin {cmd}: interrupted. Finished work is kept (packs, answers, judgments and caches are written as each one "
+    how = "stopped by SIGTERM" if code == 143 else "interrupted"
+    print(f"\nfanin {cmd}: {how}. Finished work is kept (packs, answers, judgments and caches are written as each one "
           f"finishes); run the same command again to resume where it stopped.", file=sys.stderr, flush=True)
     sys.stdout.flush()
-    os._exit(130)
+    os._exit(code)
 
 # %% ../../nbs/09_cli.ipynb #7a968fec
 def _plan_parser(sub):
@@ -423,12 +438,26 @@ def cmd_bench(args, overrides):
                    peers=None if args.peers is None else [s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
 
 
+# commands that write under paths.outputs: its folder is checked before any work
+WRITERS = ("run", "data-report", "metrics", "tables", "report", "sweep", "fusion", "table", "eval-wgb", "bench")
+
+
 def main(argv=None):
+    import signal, threading
+    from fanin.files import environment_error
+    _stdio_utf8()
     p = build_parser()
     args, overrides = p.parse_known_args(argv)
     bad = [o for o in overrides if o.startswith("-")]
     if bad: p.error(f"unknown option(s) {bad}; Hydra overrides look like key=value")
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        old = {s: signal.signal(s, h) for s, h in ((signal.SIGTERM, _on_sigterm), (signal.SIGXFSZ, signal.SIG_IGN))}
     try:
+        if args.cmd in WRITERS: _check_outputs_writable(overrides)
+        if args.cmd in ("run", "sweep", "bench") and (drift := source_drift()):
+            print(f"fanin {args.cmd}: warning: nbs/ and src/fanin disagree ({drift[0]}" + (f", and {len(drift) - 1} more" if len(drift) > 1 else "")
+                  + "): this run uses src/fanin; run `make export` to run the notebooks' code", file=sys.stderr, flush=True)
         if args.cmd == "run":
             stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else []
             from fanin.pipeline import STAGES
@@ -466,8 +495,75 @@ def main(argv=None):
     except (StageFailed, LLMError) as e:   # what succeeded is written; DVC must not record the stage as done (LLMError covers EndpointError)
         print(redact(f"fanin {args.cmd}: failed: {e}", _env_keys()), file=sys.stderr)
         sys.exit(1)
+    except OSError as e:   # the machine refused (read-only, no space, ulimit -f, name too long, permission): one placed line
+        line = environment_error(e)
+        if line is None: raise
+        print(redact(f"fanin {args.cmd}: error: {line}", _env_keys()), file=sys.stderr)
+        sys.exit(1)
+    except Terminated:
+        interrupted(args.cmd, 143)
     except KeyboardInterrupt:
         interrupted(args.cmd)
+    finally:
+        if main_thread:
+            for sig, h in old.items(): signal.signal(sig, h)
+
+# %% ../../nbs/09_cli.ipynb #stp01cli
+def source_drift(root=None) -> list[str]:
+    """In a development checkout (a git work tree holding `nbs/`), the exported notebook cells whose code differs from what
+    `src/fanin` holds for them, as `nbs/NAME.ipynb cell ID -> src/fanin/MODULE.py`; empty when they agree or outside a checkout.
+    A run uses `src/fanin`: an edited, unexported notebook would otherwise run old code without a word."""
+    import re
+    from fanin.config import repo_root
+    root = Path(root) if root else repo_root()
+    src = root / "src" / "fanin"
+    if not (root / ".git").exists() or not (root / "nbs").is_dir() or not src.is_dir(): return []
+    lib = re.compile(r"^from fanin\.", re.M)   # nbdev exports the package's own imports as relative ones
+    norm = lambda t: lib.sub("from .", "\n".join(l.rstrip() for l in t.splitlines() if l.strip() and not l.lstrip().startswith("#|")).strip())
+    marker = re.compile(r"^# %% \.\./\.\./nbs/(\S+\.ipynb) #(\S+)$", re.M)
+    out, exported = [], {}
+    for py in sorted(src.glob("*.py")):
+        text = py.read_text(encoding="utf-8")
+        parts = marker.split(text)
+        for nb_name, cid, code in zip(parts[1::3], parts[2::3], parts[3::3]):
+            exported[(nb_name, cid)] = (py.name, norm(code.split("\n# %% auto", 1)[0]))
+    for nb in sorted((root / "nbs").glob("*.ipynb")):
+        try: cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        except (ValueError, KeyError, OSError): continue
+        for c in cells:
+            srcs = "".join(c.get("source") or [])
+            if c.get("cell_type") != "code" or not re.search(r"^#\|\s*exports?\b", srcs, re.M): continue
+            got = exported.get((nb.name, c.get("id")))
+            if got is None or got[1] != norm(srcs):
+                out.append(f"nbs/{nb.name} cell {c.get('id')} -> src/fanin/{got[0] if got else '?'}")
+    return out
+
+
+# %% ../../nbs/09_cli.ipynb #stp03cli
+def _check_outputs_writable(overrides):
+    """Before any work: the outputs folder exists or can be made, and a file can be written there. A read-only disk, a folder
+    without permission, a name too long or a full disk stops here, in one line, instead of deep inside a stage."""
+    import os, tempfile
+    from fanin.files import environment_error
+    out = resolve_path(compose(overrides).paths.outputs)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".fanin-write-check.", dir=out)
+        try: os.write(fd, b"x")
+        finally: os.close(fd); os.unlink(probe)
+    except OSError as e:
+        e.filename = e.filename or str(out)
+        raise ConfigError(f"paths.outputs: {environment_error(e) or e}") from None
+
+
+def _stdio_utf8():
+    "Print UTF-8 whatever the locale (`LC_ALL=C` included), and let child Python processes (kernels, peers) do the same."
+    import os
+    os.environ.setdefault("PYTHONUTF8", "1")
+    for s in (sys.stdout, sys.stderr):
+        if hasattr(s, "reconfigure") and (s.encoding or "").lower().replace("-", "") != "utf8":
+            s.reconfigure(encoding="utf-8", errors="backslashreplace")
+
 
 # %% ../../nbs/09_cli.ipynb #c4e0d580
 if __name__ == "__main__": main()

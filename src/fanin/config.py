@@ -85,6 +85,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     from hydra import compose as _compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
+    import yaml
     overrides = list(overrides)
     _check_overrides(overrides)
     GlobalHydra.instance().clear()
@@ -92,9 +93,13 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             cfg = _compose(config_name=config_name, overrides=overrides)
     except HydraException as e:
-        raise ConfigError(_misplaced(overrides, str(e)) or f"cannot compose configuration with overrides {overrides}: {e}") from None
+        raise ConfigError(_misplaced(overrides, str(e)) or _unicode_hint(overrides)
+                          or f"cannot compose configuration with overrides {overrides}: {e}") from None
+    except yaml.YAMLError as e:   # a config file Hydra read: placed, and never a tag that builds a Python object
+        raise ConfigError(_yaml_problem(e)) from None
     OmegaConf.resolve(cfg)
     _check_added_keys(overrides, cfg, config_name)
+    _check_names(cfg)
     return cfg
 
 
@@ -160,6 +165,79 @@ def instantiate(node: DictConfig, expect: type | None = None, **kwargs) -> Any:
         while isinstance(cause, InstantiationException) and cause.__cause__ is not None: cause = cause.__cause__
         if isinstance(cause, ConfigError): raise cause from None
         raise ConfigError(f"cannot build {node.get('_target_')}: {cause or e}") from None
+
+# %% ../../nbs/01_config.ipynb #nm01cfg1
+# letters of other scripts that look like Latin ones: a word that mixes them with Latin is almost always a paste or a typo
+_CONFUSABLE = dict(zip("аеорсхуіјѕԁһԛԝАВЕКМНОРСТХІЈЅαονρτυκΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "aeopcxyijsdhqwABEKMHOPCTXIJSaovptukABEZHIKMNOPTYX"))
+
+
+def _latin_lookalike(word: str) -> str | None:
+    "`word` with its look-alike letters made Latin, when it mixes Latin with such letters (`nаture` with a Cyrillic а); else None."
+    if word.isascii() or not any(c.isascii() and c.isalpha() for c in word): return None
+    folded = "".join(_CONFUSABLE.get(c, c) for c in word)
+    return folded if folded.isascii() and folded != word else None
+
+
+def _unicode_hint(overrides: Sequence[str]) -> str | None:
+    """A hint for an override Hydra could not parse because it holds characters outside ASCII: name each one, say how to quote
+    the value, and, for a word that mixes scripts, the Latin word it looks like."""
+    import re, unicodedata
+    for o in overrides:
+        if o.isascii(): continue
+        key, _, val = o.partition("=")
+        odd = [f"{unicodedata.name(c, hex(ord(c)))} at {i + 1}" for i, c in enumerate(val) if not c.isascii()][:3]
+        latin = re.sub(r"\w+", lambda m: _latin_lookalike(m.group()) or m.group(), val)
+        return (f"override '{o}': the value holds characters outside ASCII ({'; '.join(odd)})"
+                + (f"; did you mean '{key}={latin}'?" if latin != val else
+                   f"; quote the value: {key}='\"{val}\"' (on a shell: '{key}=\"{val}\"')"))
+    return None
+
+
+def _check_names(cfg: DictConfig):
+    """Every value that becomes a name in a path (`experiment_name`, and each `name` of a component: system, dataset, reader,
+    judge, a router's inner systems) must be a plain name: no separator, no `..`, not absolute, not hidden, no control character,
+    at most 100 characters. Otherwise `experiment_name=../../x` would put run folders outside `paths.outputs`. A look-alike
+    letter of another script in a name (`nаture`) is named too."""
+    import unicodedata
+    bad = []
+    def walk(node, path):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                full = f"{path}.{k}" if path else str(k)
+                if k in ("name", "experiment_name") and isinstance(v, str): bad.extend(_name_problem(full, v))
+                else: walk(v, full)
+        elif isinstance(node, list):
+            for i, x in enumerate(node): walk(x, f"{path}[{i}]")
+    plain = OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False)
+    walk(plain, "")
+    doms = (plain.get("dataset") or {}).get("domains") if isinstance(plain.get("dataset"), dict) else None
+    for d in (doms if isinstance(doms, list) else [doms] if isinstance(doms, str) else []):
+        if isinstance(d, str) and (f := _latin_lookalike(d)):
+            bad.append(f"dataset.domains: {d!r} mixes scripts ({', '.join(sorted({unicodedata.name(c) for c in d if not c.isascii()}))}); did you mean {f!r}?")
+    if bad: raise ConfigError(bad[0] if len(bad) == 1 else f"{len(bad)} bad names:\n" + "\n".join(f"  {b}" for b in bad))
+
+
+def _name_problem(key: str, v: str) -> list[str]:
+    "Why `v` cannot be the name `key` (it becomes a folder name), or nothing."
+    fix = f"use a plain name such as {key}=my_run"
+    if v in ("", ".", "..") or "/" in v or "\\" in v or os.path.isabs(v):
+        return [f"{key}={v!r}: a name becomes a folder under paths.outputs and may not be empty, a path, absolute or hold '/', '\\' or '..'; {fix}"]
+    if v.startswith(".") or any(ord(c) < 32 or ord(c) == 127 for c in v) or len(v) > 100:
+        return [f"{key}={v!r}: a name may not start with '.', hold control characters or pass 100 characters; {fix}"]
+    if (f := _latin_lookalike(v)): return [f"{key}={v!r} mixes scripts; did you mean {f!r}?"]
+    return []
+
+
+# %% ../../nbs/01_config.ipynb #nm02cfg1
+def _yaml_problem(e) -> str:
+    "One placed line for a YAML error in a config file: file, line, column, the problem, and for a tag how to write it instead."
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f"{mark.name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else "a config file"
+    problem = (getattr(e, "problem", None) or str(e)).strip()
+    tag = "tag" in problem and "python" in problem
+    return (f"{where}: {problem}; " + ("the lab reads YAML safely and builds objects only through `_target_`: replace the "
+            "!!python tag with a `_target_: module.Class` node" if tag else "fix the YAML there"))
+
 
 # %% ../../nbs/01_config.ipynb #572849ef
 def config_hash(node, n: int = 8) -> str:
