@@ -316,3 +316,82 @@ def test_keys_hold_content_not_locations():
     for system in ("dense", "hybrid", "graal"):
         a, b = (compose([f"system={system}", f"paths.outputs=/tmp/{x}"]) for x in ("here", "elsewhere"))
         assert system_hash(a) == system_hash(b), system
+
+
+# --- unfinished artifacts ----------------------------------------------------------------------------------------------
+# Every artifact of a run counts as finished only with its completion record (fanin.files): a file cut at a line end parses,
+# so only the record can tell it from a whole one. Each test fails on the code before completion records existed.
+import errno, os
+from fanin.files import finished
+
+
+def _whole_rerun(tmp_path, data, capsys, f):
+    "Rerun; return what it printed and require every artifact finished and all 4 questions in the metrics."
+    run(_over(tmp_path, data))
+    said = capsys.readouterr().out
+    for a in ("metrics.csv", "packs.jsonl.gz", "manifest.json", "stamps.json", "tables/by_fan_in_bin.csv"): assert finished(f / a), a
+    assert len(pd.read_csv(f / "metrics.csv")) == 4
+    return said
+
+
+@pytest.mark.parametrize("cut", ["line end", "mid-row"])
+def test_a_metrics_table_cut_after_a_finished_run_is_redone_and_said(data, tmp_path, capsys, cut):
+    (f,) = run(_over(tmp_path, data))
+    m, before = f / "metrics.csv", _metrics(f)
+    whole = m.read_text()
+    m.write_text("".join(whole.splitlines(keepends=True)[:3]) if cut == "line end" else whole[: len(whole) // 2])
+    capsys.readouterr()
+    said = _whole_rerun(tmp_path, data, capsys, f)
+    assert "metrics.csv: the metrics table is unfinished (it is" in said and "cut or changed after it was written" in said
+    pd.testing.assert_frame_equal(_metrics(f), before)                # every row, the same values
+    assert list(f.glob("metrics.csv.damaged-*"))                       # the cut file is kept aside, not deleted
+
+
+def test_a_full_disk_while_writing_metrics_keeps_the_old_table_and_the_rerun_heals(data, tmp_path, capsys, monkeypatch):
+    (f,) = run(_over(tmp_path, data))
+    m = f / "metrics.csv"
+    old = m.read_bytes()
+    later = m.stat().st_mtime + 10
+    os.utime(f / "packs.jsonl.gz", (later, later))                     # newer packs: the evaluate stage writes the table again
+    real = pd.DataFrame.to_csv
+    def full(self, buf=None, *a, **k):                                  # half the table, then the disk is full
+        if hasattr(buf, "write"): buf.write(real(self, None, *a, **k)[:40])
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full)
+    with pytest.raises(OSError, match="No space left"): run(_over(tmp_path, data), stages=["evaluate"])
+    assert m.read_bytes() == old and finished(m)                       # the last good table, still whole
+    assert not [p for p in f.iterdir() if p.name.endswith(".tmp")]    # no temporary file left behind
+    monkeypatch.undo()
+    _whole_rerun(tmp_path, data, capsys, f)
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "stamps.json"])
+def test_a_cut_json_artifact_is_set_aside_and_written_again(data, tmp_path, capsys, name):
+    (f,) = run(_over(tmp_path, data))
+    p = f / name
+    p.write_text(p.read_text()[:50])
+    capsys.readouterr()
+    said = _whole_rerun(tmp_path, data, capsys, f)                    # no JSONDecodeError
+    assert f"{name}: the " in said and "is unfinished" in said and list(f.glob(f"{name}.damaged-*"))
+    assert json.loads((f / "manifest.json").read_text())["inputs"] == read_stamps(f)["retrieve"]
+
+
+def test_a_packs_file_cut_at_a_line_end_is_never_read_as_all_the_packs(data, tmp_path, capsys):
+    import gzip
+    (f,) = run(_over(tmp_path, data))
+    p = f / "packs.jsonl.gz"
+    p.write_bytes(gzip.compress(b"".join(gzip.decompress(p.read_bytes()).splitlines(keepends=True)[:2])))   # valid gzip, 2 of 4
+    with pytest.raises(pipeline.DamagedFile, match="packs.jsonl.gz is damaged .*completion record"):
+        run(_over(tmp_path, data), stages=["evaluate"])
+    capsys.readouterr()
+    said = _whole_rerun(tmp_path, data, capsys, f)
+    assert "packs.jsonl.gz" in said and len(read_jsonl(p, Pack)) == 4
+
+
+def test_a_folder_from_before_completion_records_is_redone_once(data, tmp_path, capsys):
+    (f,) = run(_over(tmp_path, data))
+    for r in list((tmp_path / "outputs").rglob(".*.done")): r.unlink()   # what a run before completion records left
+    capsys.readouterr()
+    said = _whole_rerun(tmp_path, data, capsys, f)
+    assert "no completion record" in said
+    assert "unfinished" not in _whole_rerun(tmp_path, data, capsys, f)  # once: the next run reuses everything

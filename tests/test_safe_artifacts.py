@@ -157,3 +157,18 @@ def test_no_module_unpickles():
     hits = [f"{f.name}:{i}: {line.strip()}" for f in sorted(SRC.rglob("*.py"))
             for i, line in enumerate(f.read_text().splitlines(), start=1) if bad.search(line)]
     assert not hits, hits
+
+
+@pytest.mark.parametrize("damage", ["index.json", "data file"])
+def test_a_store_cut_after_its_build_is_rebuilt_not_loaded(tmp_path, capsys, damage):
+    "A store counts as built only when index.json matches its completion record and every data file has its recorded size."
+    store = tmp_path / "store"
+    expected = BM25System(chunk_tokens=20, chunk_overlap=0).index(TOY, store).retrieve(QUERY, 3)
+    f = store / "index.json" if damage == "index.json" else next(p for p in store.iterdir() if p.suffix == ".gz")
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    capsys.readouterr()
+    s = BM25System(chunk_tokens=20, chunk_overlap=0).index(TOY, store)
+    out = capsys.readouterr().out
+    assert "is unfinished" in out and "rebuilding it" in out and f.name in out
+    assert not s.stats()["loaded"] and s.retrieve(QUERY, 3) == expected
+    assert BM25System(chunk_tokens=20, chunk_overlap=0).index(TOY, store).stats()["loaded"]   # rebuilt whole: loaded next time

@@ -10,6 +10,9 @@ import os
 import time
 from pathlib import Path
 
+from .files import atomic_write, completion_record
+from .fingerprints import quarantine, usable
+
 # %% auto #0
 __all__ = ['INDEX_FAILURES', 'IndexBuildFailed', 'index_failures', 'record_index_failure', 'clear_index_failure']
 
@@ -28,17 +31,18 @@ class IndexBuildFailed(RuntimeError):
 
 
 def index_failures(folder) -> dict[str, dict]:
-    "The failed index builds a run folder records, by domain (empty when none)."
+    "The failed index builds a run folder records, by domain (empty when none, or when the record file is unfinished)."
     f = Path(folder) / INDEX_FAILURES
-    return json.loads(f.read_text()) if f.exists() else {}
+    if not usable(f, "index failure record"): return {}
+    try: recs = json.loads(f.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e: quarantine(f, str(e)[:120], "index failure record"); return {}
+    return recs if isinstance(recs, dict) else {}
 
 
 def _write_index_failures(folder, recs: dict):
     f = Path(folder) / INDEX_FAILURES
-    if not recs: f.unlink(missing_ok=True); return
-    tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(recs, indent=1, default=str))
-    os.replace(tmp, f)
+    if not recs: f.unlink(missing_ok=True); completion_record(f).unlink(missing_ok=True); return
+    atomic_write(f, json.dumps(recs, indent=1, default=str))
 
 
 def record_index_failure(folder, system, domain: str, error: BaseException, llm=None, before=None, seconds=None) -> dict:

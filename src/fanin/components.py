@@ -5,9 +5,9 @@
 # %% ../../nbs/06a_components.ipynb #co02
 from __future__ import annotations
 
+import gzip
 import json
 import re
-import os
 import platform
 import subprocess
 from importlib import metadata
@@ -16,12 +16,14 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from .config import ConfigError, config_hash, instantiate, repo_root, resolve_path, run_key, system_hash, without_credentials
-from .fingerprints import DamagedFile
-from .schema import Pack, RecordError, read_jsonl
+from .files import atomic_open, atomic_write, unfinished
+from .fingerprints import DamagedFile, usable
+from .schema import Pack, RecordError, _dump, read_jsonl
 
 # %% auto #0
 __all__ = ['PACKAGES', 'load_dataset', 'make_system', 'make_judge', 'make_evidence_judge', 'index_store', 'run_dir', 'git_commit',
-           'versions', 'write_manifest', 'read_packs', 'answer_folder', 'judgment_folder']
+           'versions', 'write_manifest', 'read_manifest', 'write_records', 'read_packs', 'answer_folder',
+           'judgment_folder']
 
 # %% ../../nbs/06a_components.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
@@ -83,27 +85,53 @@ def versions() -> dict:
 
 
 def write_manifest(folder: Path, **fields):
+    """Add `fields` to `folder`'s manifest.json (atomically, with its completion record). An unfinished manifest (cut, changed,
+    or without its record) is moved aside with one line saying why; this run writes every field it knows again."""
     f = folder / "manifest.json"
-    try: old = json.loads(f.read_text()) if f.exists() else {}
-    except (ValueError, UnicodeDecodeError) as e:   # damaged: kept aside; this run writes every field it knows again
+    try: old = json.loads(f.read_text(encoding="utf-8")) if usable(f, "run manifest") else {}
+    except (ValueError, UnicodeDecodeError) as e:   # finished yet unreadable: kept aside like any damaged file
         from fanin.fingerprints import quarantine
         quarantine(f, str(e)[:120], "run manifest"); old = {}
     if not isinstance(old, dict): old = {}
     old.update(without_credentials(fields))   # a key written inside an endpoint URL never lands here
-    tmp = f.with_suffix(".tmp")
-    tmp.write_text(json.dumps(old, indent=1, default=str))
-    os.replace(tmp, f)
+    atomic_write(f, json.dumps(old, indent=1, default=str))
     return old
 
+
+def read_manifest(folder: Path) -> dict:
+    "A finished run's (or answer folder's) manifest; an unfinished one is a `DamagedFile` naming the repair."
+    f = Path(folder) / "manifest.json"
+    why = unfinished(f)
+    if why == "missing": raise FileNotFoundError(f"{f}: no manifest; run `fanin run` with this run's overrides first")
+    if why: raise DamagedFile(f, why, "run `fanin run` with this run's overrides again: it moves the file aside and writes it anew")
+    return json.loads(f.read_text(encoding="utf-8"))
+
 # %% ../../nbs/06a_components.ipynb #e1f4919f
+def write_records(path, records) -> Path:
+    """Write records (pydantic models or dicts) as JSON lines — gzip-compressed when `path` ends in `.gz` — through
+    `atomic_open`: the file appears whole, with its completion record, or not at all."""
+    path = Path(path)
+    with atomic_open(path, "wb") as raw:
+        z = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.suffix == ".gz" else None
+        for r in records: (z or raw).write((_dump(r) + "\n").encode("utf-8"))
+        if z is not None: z.close()   # writes the gzip trailer into the temporary file, which stays open
+    return path
+
+
+_PACKS_FIX = ("rerun the retrieve stage with the same overrides (`fanin run … --stages retrieve`): it moves the file aside "
+              "and retrieves its packs again")
+
+
 def read_packs(folder: Path) -> list[Pack]:
-    "A run folder's packs (`packs.jsonl.gz`); a file that cannot be read back (cut, overwritten) is a `DamagedFile` naming the repair."
+    """A run folder's packs (`packs.jsonl.gz`). A file that is unfinished (no matching completion record: cut, even at a line
+    end, or changed) or cannot be read back is a `DamagedFile` naming the repair: a cut file is never read as all the packs."""
     f = Path(folder) / "packs.jsonl.gz"
+    why = unfinished(f)
+    if why == "missing": raise FileNotFoundError(f"{f}: no packs; run the retrieve stage (`fanin run … --stages retrieve`)")
+    if why: raise DamagedFile(f, why, _PACKS_FIX)
     try: return read_jsonl(f, Pack)
-    except FileNotFoundError: raise
-    except (EOFError, OSError, ValueError, UnicodeDecodeError, RecordError) as e:   # gzip cut or garbage, a damaged record
-        raise DamagedFile(f, f"{type(e).__name__}: {str(e)[:200]}", "rerun the retrieve stage with the same overrides "
-                          "(`fanin run … --stages retrieve`): it moves the file aside and retrieves its packs again") from None
+    except (EOFError, OSError, ValueError, UnicodeDecodeError, RecordError) as e:   # gzip garbage, a damaged record
+        raise DamagedFile(f, f"{type(e).__name__}: {str(e)[:200]}", _PACKS_FIX) from None
 
 
 def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9.]+", "-", s.split("/")[-1]).strip("-")

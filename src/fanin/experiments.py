@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
+from .components import read_manifest
 from .config import ConfigError, compose, domains_tag, repo_root, resolve_path
+from .files import finished
 
 # %% auto #0
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
@@ -40,7 +42,7 @@ def finished_runs(overrides, failed_builds: bool = False) -> list[Path]:
     tables that show such a system as failed (costs, paradigms)."""
     from fanin.build_failures import index_failures
     folders = planned_runs(overrides)
-    missing = [f for f in folders if not (f / "metrics.csv").exists() and not (failed_builds and index_failures(f))]
+    missing = [f for f in folders if not finished(f / "metrics.csv") and not (failed_builds and index_failures(f))]
     if missing:
         raise ConfigError(f"no finished run at {missing[0]}: run `fanin run {' '.join(overrides)}` first")
     return folders
@@ -169,9 +171,9 @@ def cost_table(folders) -> pd.DataFrame:
     from fanin.build_failures import index_failures
     rows = []
     for f in map(Path, folders):
-        man = json.loads((f / "manifest.json").read_text())
+        man = read_manifest(f)
         lat = _latencies(f, question_domains(f, man))
-        fails = {} if (f / "metrics.csv").exists() else index_failures(f)
+        fails = {} if finished(f / "metrics.csv") else index_failures(f)
         for dom, r in fails.items():
             rows.append({"system": man["system"], "domain": dom, "status": "index failed", "package": r.get("package") or "",
                          "package_version": r.get("version") or "", "index_seconds": r.get("seconds"),
@@ -293,11 +295,11 @@ def routing(overrides, llm_sample: int | None = 40) -> Table:
     ds = load_dataset(cfgs[0])
     folder = {c.system.name: run_dir(c, ds) for c in cfgs}
     routers = [c for c in cfgs if "_target_" in c.system and issubclass(get_class(c.system._target_), RouterSystem)
-               and (folder[c.system.name] / "metrics.csv").exists()]
+               and finished(folder[c.system.name] / "metrics.csv")]
     if not routers: raise FileNotFoundError(f"no finished router run among {sorted(folder)}: run `fanin run {' '.join(overrides)}` with a router system first")
     acc_rows, cmp_rows = [], []
     for c in routers:
-        comps = [folder[n] for n in (c.system.fine.name, c.system.coarse.name) if n in folder and (folder[n] / "metrics.csv").exists()]
+        comps = [folder[n] for n in (c.system.fine.name, c.system.coarse.name) if n in folder and finished(folder[n] / "metrics.csv")]
         acc, cmp = routing_report(folder[c.system.name], comps)
         acc_rows.append(acc.assign(router=c.system.name)); cmp_rows.append(cmp.assign(router=c.system.name))
     setting = "routing: " + setting_line(manifests([folder[c.system.name] for c in routers]))
@@ -308,7 +310,7 @@ def embedding_cache_table(folders) -> pd.DataFrame:
     "One row per run folder and domain whose index embedded anything: texts, distinct, hits, misses, hit rate, embed seconds."
     rows = []
     for f in map(Path, folders):
-        man = json.loads((f / "manifest.json").read_text())
+        man = read_manifest(f)
         for dom, st in (man.get("index") or {}).items():
             e = st.get("embedding_cache")
             if not e: continue
@@ -379,7 +381,7 @@ def topk_frame(overrides) -> pd.DataFrame | None:
     for s in cfg.sweep.systems:
         for k in cfg.sweep.ks:
             f = planned_runs([*base, f"system={s}", f"k={k}", f"dataset.domains=[{cfg.sweep.domain}]"])[0]
-            if not (f / "metrics.csv").exists(): continue
+            if not finished(f / "metrics.csv"): continue
             m = collect([f]); m = m[m.status == "ok"]
             rows.append({"system": s, "k": k, "domain": cfg.sweep.domain, "questions": len(m), "er": m.er.mean(), "ep": m.ep.mean(),
                          "hit": m.hit.mean(), "pack_chars": m.pack_chars.mean(), "run_key": f.name})
@@ -417,7 +419,7 @@ def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max
                 am = pd.read_csv(d / "answer_metrics.csv")
                 er = pd.read_csv(f / "metrics.csv")[["instance_id", "er"]]
                 frames.append(am.merge(er, on="instance_id", how="left"))
-                jm = _json.loads((d / "manifest.json").read_text())["judges"][0]
+                jm = read_manifest(d)["judges"][0]
                 cards.append(f"{am.reader_model.iloc[0]} x {judge}@{jm['model']}: {agreement_label(jm.get('agreement'))}")
             cards.append(answer_setting_line(folders))
     df = pd.concat(frames, ignore_index=True)

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import ConfigError, config_dir, without_credentials
+from .files import atomic_write, completion_record, unfinished
 
 # %% auto #0
 __all__ = ['POLICIES', 'digest', 'corpus_fingerprint', 'questions_fingerprint', 'file_sha256', 'code_fingerprint',
-           'model_fingerprint', 'llm_identity', 'StaleOutputs', 'changes', 'read_stamps', 'write_stamp', 'check_stamp',
-           'DamagedFile', 'quarantine', 'heal_sqlite']
+           'model_fingerprint', 'llm_identity', 'DamagedFile', 'quarantine', 'usable', 'heal_sqlite', 'StaleOutputs',
+           'changes', 'read_stamps', 'write_stamp', 'check_stamp']
 
 # %% ../../nbs/27_fingerprints.ipynb #fp04a0b
 def digest(obj: Any, n: int = 16) -> str:
@@ -107,6 +108,55 @@ def llm_identity(llm) -> str | None:
     if llm is None: return None
     return f"{getattr(llm, 'endpoint', '?')}|{getattr(llm, 'model', '?')}"
 
+# %% ../../nbs/27_fingerprints.ipynb #43842fa6
+class DamagedFile(ConfigError):
+    "A file the lab wrote that cannot be read back: its path, what is wrong, and the command that repairs it."
+    def __init__(self, path, problem: str, fix: str):
+        self.path, self.problem = Path(path), problem
+        super().__init__(f"{path} is damaged ({problem}); {fix}")
+
+
+def quarantine(path, problem: str, what: str = "file", log=print, state: str = "damaged") -> Path:
+    """Move a damaged (or unfinished: `state`) file, its SQLite companions and its completion record aside as
+    `NAME.damaged-<unix time>`; returns where it went."""
+    import time
+    path = Path(path)
+    dest = path.with_name(f"{path.name}.damaged-{int(time.time() * 1000)}")
+    for sfx in ("", "-wal", "-shm", "-journal"):
+        src = path.with_name(path.name + sfx)
+        if src.exists(): src.replace(dest.with_name(dest.name + sfx))
+    completion_record(path).unlink(missing_ok=True)
+    log(f"{path}: the {what} is {state} ({problem}); moved it to {dest.name} and {'rebuilding' if state == 'damaged' else 'redoing'} it")
+    return dest
+
+
+def usable(path, what: str = "file", log=print) -> bool:
+    """True when `path` is finished: its completion record matches its bytes (`fanin.files.finished`). Every place that
+    decides "this is done, skip it" asks here. A file that exists but is unfinished (cut or changed after it was written,
+    or from a run that wrote no records) is moved aside with one line saying why, and False is returned: the caller redoes
+    it. A missing file is simply False."""
+    why = unfinished(path)
+    if why is None: return True
+    if why != "missing": quarantine(path, why, what, log=log, state="unfinished")
+    return False
+
+
+def heal_sqlite(owner, error: Exception, what: str, conn_attr: str) -> None:
+    """After `error` from a SQLite cache file (`owner`: its `path`, thread-local `_local.<conn_attr>`, generation `_gen`,
+    `_heal_lock` and `_create()`): a lock timeout is raised again; damage closes this thread's connection, moves the file aside
+    once (the first thread to get here; the others find the generation moved on, which makes every thread reconnect) and
+    recreates its tables. The caller then retries what failed."""
+    import sqlite3
+    if isinstance(error, sqlite3.OperationalError) and "locked" in str(error): raise error
+    with owner._heal_lock:
+        gen = owner._gen
+        c = getattr(owner._local, conn_attr, None)
+        if c is not None: c.close(); setattr(owner._local, conn_attr, None)
+        if gen == owner._gen:
+            quarantine(owner.path, str(error), what)
+            owner._gen += 1
+        owner._create()
+
 # %% ../../nbs/27_fingerprints.ipynb #fp10a0b
 POLICIES = ("recompute", "refuse")
 
@@ -132,19 +182,20 @@ def changes(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def read_stamps(folder: Path, name: str = "stamps.json") -> dict:
+    """The stamps a folder records, {} when none. An unfinished stamp file (cut, changed, or without its completion record) is
+    no stamp: it is moved aside with one line saying why, and everything it covered is recomputed."""
     f = Path(folder) / name
-    try: return json.loads(f.read_text()) if f.exists() else {}
-    except json.JSONDecodeError: return {}          # a cut stamp file is no stamp: everything it covered is recomputed
+    if not usable(f, "stamp file"): return {}
+    try: return json.loads(f.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e: quarantine(f, str(e)[:120], "stamp file"); return {}
 
 
 def write_stamp(folder: Path, stage: str, inputs: dict, name: str = "stamps.json") -> None:
-    "Record the inputs of `stage`'s outputs in `folder` (atomically)."
+    "Record the inputs of `stage`'s outputs in `folder` (atomically, with its completion record)."
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     stamps = read_stamps(folder, name)
     stamps[stage] = without_credentials(inputs)   # the public form of every URL (a key in a URL is not written)
-    tmp = folder / f".{name}.{__import__('os').getpid()}.tmp"
-    tmp.write_text(json.dumps(stamps, indent=1, sort_keys=True, default=str))
-    tmp.replace(folder / name)
+    atomic_write(folder / name, json.dumps(stamps, indent=1, sort_keys=True, default=str))
 
 
 def check_stamp(folder: Path, stage: str, inputs: dict, outputs: Iterable[Path], policy: str = "recompute",
@@ -167,40 +218,5 @@ def check_stamp(folder: Path, stage: str, inputs: dict, outputs: Iterable[Path],
     for p in present:
         p = Path(p)
         shutil.rmtree(p) if p.is_dir() else p.unlink()
+        completion_record(p).unlink(missing_ok=True)
     return False
-
-# %% ../../nbs/27_fingerprints.ipynb #43842fa6
-class DamagedFile(ConfigError):
-    "A file the lab wrote that cannot be read back: its path, what is wrong, and the command that repairs it."
-    def __init__(self, path, problem: str, fix: str):
-        self.path, self.problem = Path(path), problem
-        super().__init__(f"{path} is damaged ({problem}); {fix}")
-
-
-def quarantine(path, problem: str, what: str = "file", log=print) -> Path:
-    "Move a damaged file (and its SQLite companions) aside as `NAME.damaged-<unix time>`; returns where it went."
-    import time
-    path = Path(path)
-    dest = path.with_name(f"{path.name}.damaged-{int(time.time() * 1000)}")
-    for sfx in ("", "-wal", "-shm", "-journal"):
-        src = path.with_name(path.name + sfx)
-        if src.exists(): src.replace(dest.with_name(dest.name + sfx))
-    log(f"{path}: the {what} is damaged ({problem}); moved it to {dest.name} and rebuilding it")
-    return dest
-
-
-def heal_sqlite(owner, error: Exception, what: str, conn_attr: str) -> None:
-    """After `error` from a SQLite cache file (`owner`: its `path`, thread-local `_local.<conn_attr>`, generation `_gen`,
-    `_heal_lock` and `_create()`): a lock timeout is raised again; damage closes this thread's connection, moves the file aside
-    once (the first thread to get here; the others find the generation moved on, which makes every thread reconnect) and
-    recreates its tables. The caller then retries what failed."""
-    import sqlite3
-    if isinstance(error, sqlite3.OperationalError) and "locked" in str(error): raise error
-    with owner._heal_lock:
-        gen = owner._gen
-        c = getattr(owner._local, conn_attr, None)
-        if c is not None: c.close(); setattr(owner._local, conn_attr, None)
-        if gen == owner._gen:
-            quarantine(owner.path, str(error), what)
-            owner._gen += 1
-        owner._create()

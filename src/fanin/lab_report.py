@@ -13,7 +13,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .components import read_manifest
 from .config import compose, resolve_path
+from .files import atomic_open, atomic_write, unfinished
+from .fingerprints import DamagedFile
 from .metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
@@ -39,8 +42,8 @@ def setting_line(manifests: Sequence[dict]) -> str:
 
 
 def write_table(df: pd.DataFrame, path: Path, setting: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    "Write a table under its setting line, atomically with its completion record (`fanin.files`)."
+    with atomic_open(path) as f:
         f.write(f"# setting: {setting}\n")
         df.to_csv(f, index=False, float_format="%.6g")
     return path
@@ -51,7 +54,7 @@ def read_table(path) -> pd.DataFrame:
 
 
 def manifests(folders) -> list[dict]:
-    return [json.loads((Path(f) / "manifest.json").read_text()) for f in folders]
+    return [read_manifest(f) for f in folders]
 
 # %% ../../nbs/08_lab_report.ipynb #f23a8797
 def experiment_tables(folders, name: str, bins, out_dir=None) -> dict[str, Path]:
@@ -77,7 +80,10 @@ def answer_dirs(folders) -> list[Path]:
         ptr = f / "answers.current"
         if ptr.exists():
             d = f / ptr.read_text().strip()
-            if (d / "answer_metrics.csv").exists(): out.append(d)
+            why = unfinished(d / "answer_metrics.csv")
+            if why is None: out.append(d)
+            elif why != "missing":   # never a table over the answers a cut file happens to hold
+                raise DamagedFile(d / "answer_metrics.csv", why, "run the judge stage again (fanin run ... --stages judge)")
     return out
 
 
@@ -94,7 +100,7 @@ def answer_setting_line(folders) -> str:
     from fanin.judges import agreement_label
     dirs = answer_dirs(folders)
     if not dirs: return "no judged answers"
-    am = [json.loads((d / "manifest.json").read_text()) for d in dirs]
+    am = [read_manifest(d) for d in dirs]
     led = [json.loads((Path(f) / "ledger.json").read_text()) for f in folders if (Path(f) / "ledger.json").exists()]
     tot = {k: sum(l.get(k, 0) for l in led) for k in ("requests", "calls", "cache_hits", "cache_misses", "failures",
                                                        "prompt_tokens", "completion_tokens")}
@@ -251,6 +257,5 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
     if repro.exists():  # the four papers, reported vs measured (nbs/93_reproduction_report.ipynb), one heading level down
         text = repro.read_text().replace("](figures/", "](reproduction/figures/")
         lines += ["#" + l if l.startswith("#") else l for l in text.splitlines()] + [""]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
+    atomic_write(out, "\n".join(lines))
     return out

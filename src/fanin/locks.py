@@ -12,6 +12,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from .config import ConfigError
+from .files import atomic_write
 
 
 class Busy(ConfigError):
@@ -42,7 +43,7 @@ def exclusive(path, what: str, wait: bool = True, timeout_s: float | None = None
         except Timeout:
             raise Busy(f"{what}: still in progress in PID {holder} after {timeout_s} s (lock {lf})") from None
     try:
-        pid_f.write_text(f"{os.getpid()}\n")
+        atomic_write(pid_f, f"{os.getpid()}\n", record=False)   # a waiting process never reads it half-written
         yield
     finally:
         pid_f.unlink(missing_ok=True)

@@ -25,17 +25,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import (ConfigError, check_params, compose, config_dir, config_hash, instantiate, k_for, repo_root,
                           resolve_path, run_key, system_hash)
+from .files import atomic_open, atomic_write, completion_record, finished, record_finished, unfinished
 from .fingerprints import (DamagedFile, check_stamp, code_fingerprint, corpus_fingerprint, llm_identity, model_fingerprint, quarantine,
-                                questions_fingerprint, read_stamps, write_stamp)
+                                questions_fingerprint, read_stamps, usable, write_stamp)
 from .judges import answer_table, judge_agreement
 from .locks import exclusive
 from .llm import LLM, EndpointError, Ledger
 from .roles import ROLES, make_llm, make_llms, role_node, running
 from .metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
-from .schema import Answer, JsonlAppender, Pack, read_jsonl, write_jsonl
+from .schema import Answer, JsonlAppender, Pack, read_jsonl
 from .build_failures import IndexBuildFailed, clear_index_failure, record_index_failure
 from .components import (git_commit, index_store, load_dataset, make_evidence_judge, make_judge, make_system, run_dir,
-                              versions, write_manifest, read_packs, answer_folder, judgment_folder)
+                              versions, write_manifest, read_manifest, read_packs, write_records, answer_folder, judgment_folder)
 
 # %% auto #0
 __all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
@@ -111,7 +112,7 @@ def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None, folder
         system.llm = llm
     with exclusive(store, f"the {cfg.system.name} index of {domain}", wait_for_lock(cfg)):  # one builder; others wait, then load it
         check_stamp(store, "index", inputs, [store], integrity_policy(cfg), name="inputs.json")
-        failed = json.loads((store / "index.json").read_text()).get("llm_failed", 0) if (store / "index.json").exists() else 0
+        failed = json.loads((store / "index.json").read_text()).get("llm_failed", 0) if finished(store / "index.json") else 0
         if failed and llm is not None:  # failures heal: rebuild; the calls that succeeded replay from the LLM cache at no cost
             print(f"{store}: the index recorded {failed} failed LLM call(s); rebuilding to retry them")
             shutil.rmtree(store)
@@ -137,16 +138,19 @@ def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) ->
     if have is not None:
         missing = len(ds.instances()) - len({p.instance_id for p in have})
         if not missing:
-            return json.loads((folder / "index_stats.json").read_text()) if (folder / "index_stats.json").exists() else {}
+            if usable(folder / "index_stats.json", "index statistics"): return json.loads((folder / "index_stats.json").read_text())
+            index_stats = {d: stage_index(cfg, ds, d, llm, folder).stats() for d in ds.domains}   # loads the finished indexes
+            atomic_write(folder / "index_stats.json", json.dumps(index_stats, indent=1, default=str))
+            return index_stats
         # failures heal: the finished packs go back to the partial file and only the questions without one are retried
         print(f"{folder.name}: retrying the {missing} question(s) without a pack (failures.jsonl); keeping {len(have)} packs")
-        partial.write_text("".join(p.model_dump_json() + "\n" for p in have), encoding="utf-8")
-        final.unlink()
-    fails.unlink(missing_ok=True)  # this pass records its own failures; earlier ones are retried now
+        atomic_write(partial, "".join(p.model_dump_json() + "\n" for p in have), record=False)
+        final.unlink(); completion_record(final).unlink(missing_ok=True)
+    fails.unlink(missing_ok=True); completion_record(fails).unlink(missing_ok=True)  # this pass records its own failures; earlier ones are retried now
     done = {p.instance_id for p in read_jsonl(partial, Pack, tolerate_truncated_tail=True)} if partial.exists() else set()
     if partial.exists():  # drop a cut last line before appending after it
         lines = partial.read_text(encoding="utf-8").splitlines(keepends=True)
-        if lines and not lines[-1].endswith("\n"): partial.write_text("".join(lines[:-1]), encoding="utf-8")
+        if lines and not lines[-1].endswith("\n"): atomic_write(partial, "".join(lines[:-1]), record=False)
     failed = set()
     with JsonlAppender(partial) as out, JsonlAppender(fails) as fail_out:
         for domain in ds.domains:
@@ -165,12 +169,13 @@ def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) ->
                                cost={"retrieve_ms": round((time.perf_counter() - t0) * 1000, 3)}))
             # again after retrieval: what the system counted while answering (a peer's units without a source document)
             index_stats[domain] = system.stats()
-    (folder / "index_stats.json").write_text(json.dumps(index_stats, indent=1, default=str))
+    record_finished(fails)   # every failure of this pass (none, often) is in it: the record says the file is whole
+    atomic_write(folder / "index_stats.json", json.dumps(index_stats, indent=1, default=str))
     packs = {p.instance_id: p for p in read_jsonl(partial, Pack)}
     order = [i.id for i in ds.instances() if i.id in packs]
     if len(order) + len(failed) < len(ds.instances()):
         raise RuntimeError(f"{folder}: {len(ds.instances()) - len(order) - len(failed)} questions have neither a pack nor a failure record")
-    write_jsonl(final, (packs[i] for i in order))
+    write_records(final, (packs[i] for i in order))
     partial.unlink()
     return index_stats
 
@@ -178,14 +183,14 @@ def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) ->
 def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
     "Per-question document-level metrics (`metrics.csv`); failed questions are rows with status=failed and no metrics."
     f = folder / "metrics.csv"
-    if f.exists() and f.stat().st_mtime >= (folder / "packs.jsonl.gz").stat().st_mtime:
+    if usable(f, "metrics table") and f.stat().st_mtime >= (folder / "packs.jsonl.gz").stat().st_mtime:
         try: done = pd.read_csv(f)
         except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as e: done = e
         if isinstance(done, pd.DataFrame) and {"instance_id", "status", "er"} <= set(done.columns): return done
         quarantine(f, "not a metrics table" if isinstance(done, pd.DataFrame) else str(done)[:120], "metrics table")   # recomputed below
     packs = {p.instance_id: p for p in read_packs(folder)}
-    failures = {}
-    if (folder / "failures.jsonl").exists():
+    failures = {}   # the reasons of failed questions, from a whole failure record only (a cut one is set aside: "no pack")
+    if usable(folder / "failures.jsonl", "failure record"):
         for line in open(folder / "failures.jsonl", encoding="utf-8"):
             if line.strip(): r = json.loads(line); failures[r["instance_id"]] = r["error"]
     rows, known = [], {}
@@ -199,7 +204,7 @@ def stage_evaluate(cfg: DictConfig, ds, folder: Path) -> pd.DataFrame:
                          "fan_in": inst.fan_in, "status": "failed", "error": failures.get(inst.id, "no pack")})
     df = pd.DataFrame(rows)
     df["k"] = [k_for(cfg, q, ds.broad_qtypes) for q in df.qtype]
-    df.to_csv(f, index=False)
+    with atomic_open(f) as out: df.to_csv(out, index=False)
     return df
 
 # %% ../../nbs/07_pipeline.ipynb #pl_tables
@@ -207,8 +212,8 @@ def stage_tables(cfg: DictConfig, df: pd.DataFrame, folder: Path) -> dict[str, p
     "The fan-in views of one run's metrics, written to `<run>/tables/*.csv` (none when no question has a pack)."
     if not (df.status == "ok").any(): return {}
     tabs = fan_in_tables(df[df.status == "ok"], cfg.fan_in_bins)
-    (folder / "tables").mkdir(exist_ok=True)
-    for name, t in tabs.items(): t.to_csv(folder / "tables" / f"{name}.csv", index=False, float_format="%.6g")
+    for name, t in tabs.items():
+        with atomic_open(folder / "tables" / f"{name}.csv") as out: t.to_csv(out, index=False, float_format="%.6g")
     return tabs
 
 # %% ../../nbs/07_pipeline.ipynb #b2c4e6a2
@@ -267,12 +272,12 @@ def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
     sample = answer_sample(cfg, ds)
     rows = ([one(i) for i in _progress(cfg, sample, desc=f"answer {cfg.system.name}", leave=False)]
             if llm.concurrency == 1 else llm.map(one, sample))
-    write_jsonl(out / "answers.jsonl", rows)
+    write_records(out / "answers.jsonl", rows)
     shown = [r.meta for r in rows if r.status == "ok" and r.meta.get("units_in_pack")]
     write_manifest(out, reader=reader.setting(), llm=llm.setting(), negotiated=llm.negotiated(), tokenizer=llm.tokenizer,
                    questions=len(rows), failed=sum(r.status == "failed" for r in rows),
                    truncated=sum(bool(m.get("truncated")) for m in shown), cut_answers=sum(bool(r.meta.get("cut")) for r in rows))
-    (folder / "answers.current").write_text(out.name + "\n")
+    atomic_write(folder / "answers.current", out.name + "\n")
     return out
 
 # %% ../../nbs/07_pipeline.ipynb #b2c4e6a2_1
@@ -304,7 +309,7 @@ def stage_judge(cfg: DictConfig, ds, out: Path, llm, judges) -> pd.DataFrame:
             else [judge.judge(insts[a.instance_id], a, None) for a in answers]
         jdir = judgment_folder(out, judge, llm)
         jdir.mkdir(exist_ok=True)
-        write_jsonl(jdir / "judgments.jsonl", js)
+        write_records(jdir / "judgments.jsonl", js)
         rows = []
         for j in js:
             i = insts[j.instance_id]
@@ -313,16 +318,16 @@ def stage_judge(cfg: DictConfig, ds, out: Path, llm, judges) -> pd.DataFrame:
                          "status": j.status, "error": j.error, "verdict": judge.verdict(i, j), **j.scores})
         df = pd.DataFrame(rows).merge(seen, on=["instance_id", "system"], how="left")
         df = add_fan_in_bin(df, cfg.fan_in_bins)
-        df.to_csv(jdir / "scores.csv", index=False)
+        with atomic_open(jdir / "scores.csv") as f: df.to_csv(f, index=False)
         write_manifest(jdir, judge=judge.setting(), llm=llm.setting() if uses is not None else None,
                        negotiated=llm.negotiated() if uses is not None else None, agreement=agreement(judge, uses),
                        judged=int((df.status == "ok").sum()), failed=int((df.status != "ok").sum()))
         frames.append((judge, df, js))
     df = pd.concat([f for _, f, _ in frames], ignore_index=True) if frames else pd.DataFrame()
-    df.to_csv(out / "answer_metrics.csv", index=False)
+    with atomic_open(out / "answer_metrics.csv") as f: df.to_csv(f, index=False)
     write_manifest(out, judges=[{**j.setting(), "model": llm.model if j.kind == "llm" else "rules",
                                  "agreement": agreement(j, llm if j.kind == "llm" else None)} for j, _, _ in frames])
-    (out.parent / "answers.current").write_text(out.name + "\n")
+    atomic_write(out.parent / "answers.current", out.name + "\n")
     for judge, _, js in frames: _check_failures(cfg, f"judge {judge.name}", js, out)
     return df
 
@@ -358,7 +363,7 @@ def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
                                         error="no pack: the retrieve stage failed for this question")
             return judge.judge(packs[inst.id], inst, llm, texts=ds.corpus(inst.domain))   # datasets keep their corpora
         js = [one(i) for i in _progress(cfg, todo, desc=f"evidence {judge.name} {cfg.system.name}", leave=False)]
-        write_jsonl(folder / f"evidence-{judge.name}.jsonl.gz", js)
+        write_records(folder / f"evidence-{judge.name}.jsonl.gz", js)
         by_id = {i.id: i for i in todo}
         for j in js:
             i = by_id[j.instance_id]
@@ -366,7 +371,7 @@ def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
                          "judge": j.judge, "status": j.status, "error": j.error, "er": j.er, "ep": j.ep, "n_gold": j.n_gold,
                          "n_segments": j.n_segments, "segments_cut": j.segments_cut, "share_seen": j.share_seen})
     df = pd.DataFrame(rows)
-    df.to_csv(folder / "evidence_metrics.csv", index=False)
+    with atomic_open(folder / "evidence_metrics.csv") as f: df.to_csv(f, index=False)
     return df
 
 # %% ../../nbs/07_pipeline.ipynb #6b37d7cc
@@ -420,16 +425,20 @@ def run_answers(cfg: DictConfig, stages: Sequence[str], ds, folder: Path, llms: 
         try: _check_failures(cfg, f"answer ({reader.name} on {rllm.model})", read_jsonl(out / "answers.jsonl", Answer), out)
         except StageFailed as e: failures.append(str(e))
     if "judge" in stages:
-        if not (out / "answers.jsonl").exists():
+        why = unfinished(out / "answers.jsonl")
+        if why not in (None, "missing"):   # judging a cut answer file would score some questions and drop the rest unsaid
+            raise DamagedFile(out / "answers.jsonl", why, "run the answer stage again (--stages answer,judge): the LLM cache "
+                              "replays every answer that finished, so only the rest cost model time")
+        if why == "missing":
             raise FileNotFoundError(f"{out / 'answers.jsonl'}: no answers of reader {reader.name} on {rllm.model} to judge; run "
                                     f"the answer stage first (--stages answer,judge). To judge existing answers with another "
                                     f"model, keep the reader's LLM and set judge_llm=... (llm=... changes the reader too)")
         try: df = stage_judge(cfg, ds, out, llms["judge"], judges)
         except StageFailed as e:
             failures.append(str(e)); df = pd.read_csv(out / "answer_metrics.csv")
-        (out / "tables").mkdir(exist_ok=True)
         for by in ("fan_in_bin", "qtype", "domain"):
-            answer_table(df, ["judge", "judge_model", "system", by]).to_csv(out / "tables" / f"by_{by}.csv", index=False, float_format="%.6g")
+            with atomic_open(out / "tables" / f"by_{by}.csv") as f:
+                answer_table(df, ["judge", "judge_model", "system", by]).to_csv(f, index=False, float_format="%.6g")
         summary["judge_model"] = llms["judge"].model
         summary["judged"] = int((df.status == "ok").sum()) if len(df) else 0
         summary["judge_missing"] = int((df.status != "ok").sum()) if len(df) else 0
@@ -537,7 +546,7 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
             except IndexBuildFailed as e:
                 print(f"{e}; going on with the other systems", file=sys.stderr)
                 build_failures.append(str(e))
-    failed = [m for f in folders for m in json.loads((f / "manifest.json").read_text()).get("summary", {}).get("stage_failures", [])]
+    failed = [m for f in folders for m in read_manifest(f).get("summary", {}).get("stage_failures", [])]
     allowed = int(cfgs[0].get("max_failed_builds", 0))
     if len(build_failures) > allowed:
         failed = [f"{len(build_failures)} index build(s) failed (max_failed_builds={allowed})", *build_failures, *failed]
@@ -552,6 +561,9 @@ def collect(folders: Sequence[Path]) -> pd.DataFrame:
     frames = []
     for f in folders:
         f = Path(f)
+        why = unfinished(f / "metrics.csv")
+        if why == "missing": raise FileNotFoundError(f"{f / 'metrics.csv'}: no metrics; run `fanin run` with this run's overrides first")
+        if why: raise DamagedFile(f / "metrics.csv", why, "run `fanin run` with this run's overrides again: it redoes the table")
         m = pd.read_csv(f / "metrics.csv", keep_default_na=True)
         m.insert(0, "run_key", f.name)
         frames.append(m)

@@ -15,14 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import atomic_write, unfinished
 from .schema import Corpus, Instance, Unit
 from .text import chunk_spans, lexical_tokens
 
 # %% auto #0
-__all__ = ['BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'read_json', 'System', 'Chunk', 'chunk_corpus',
-           'ChunkedSystem', 'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System',
-           'window_index', 'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem', 'OracleSystem',
-           'ClosedBookSystem']
+__all__ = ['BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished', 'read_json', 'System', 'Chunk',
+           'chunk_corpus', 'ChunkedSystem', 'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25',
+           'BM25System', 'window_index', 'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem',
+           'OracleSystem', 'ClosedBookSystem']
 
 # %% ../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -33,9 +34,27 @@ def dir_bytes(path) -> int:
 
 
 def write_json(path, obj):
-    "Write `obj` as compact JSON, gzip-compressed when `path` ends in `.gz`."
+    "Write `obj` as compact JSON, gzip-compressed when `path` ends in `.gz` (atomically, with its completion record)."
     path, data = Path(path), json.dumps(obj, separators=(",", ":")).encode()
-    path.write_bytes(gzip.compress(data, compresslevel=5, mtime=0) if path.suffix == ".gz" else data)
+    atomic_write(path, gzip.compress(data, compresslevel=5, mtime=0) if path.suffix == ".gz" else data)
+
+
+def _top_files(folder: Path) -> dict[str, int]:
+    "The size of every file at the top level of a store (completion records and the peer's working folder aside)."
+    return {p.name: p.stat().st_size for p in sorted(Path(folder).iterdir()) if p.is_file() and not p.name.startswith(".")}
+
+
+def store_unfinished(store) -> str | None:
+    """None when `store` holds a finished index: `index.json` matches its completion record and every file it lists has the
+    size it had when the build ended; otherwise why not, in words."""
+    meta_f = Path(store) / "index.json"
+    why = unfinished(meta_f)
+    if why: return f"index.json: {why}"
+    listed, now = json.loads(meta_f.read_text(encoding="utf-8")).get("files", {}), _top_files(store)
+    for name, size in listed.items():
+        if now.get(name) != size:
+            return f"{name} is missing" if name not in now else f"{name} is {now[name]} bytes, index.json says {size}: cut or changed after the build"
+    return None
 
 
 def read_json(path):
@@ -86,29 +105,33 @@ class System:
         self.store = store
         meta_f = store / "index.json"
         if meta_f.exists():
-            meta = json.loads(meta_f.read_text())
-            fmt = meta.get("format", 1)
-            if fmt == self.index_format:
-                self._load(store)
-                self._stats = {**meta, "loaded": True, "load_seconds": time.perf_counter() - t0}
-                return self
-            if not isinstance(fmt, int) or fmt > self.index_format:
+            try: meta = json.loads(meta_f.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError): meta = None   # cut or overwritten: unfinished, rebuilt below
+            fmt = meta.get("format", 1) if isinstance(meta, dict) else None
+            if fmt is not None and (not isinstance(fmt, int) or fmt > self.index_format):
                 raise RuntimeError(f"{self.name}: index at {store} has format {fmt!r}, which this code ({self.index_format}) cannot read: "
                                    f"rebuild: delete {store}")
-            # never open the old files (format 1 held pickles): build afresh, replacing the folder
-            print(f"{self.name}: index at {store} is in an old format (format {fmt}: pickle); rebuilding as format {self.index_format}")
+            why = store_unfinished(store) if fmt == self.index_format else None
+            if fmt == self.index_format and why is None:
+                self._load(store)
+                self._stats = {**{k: v for k, v in meta.items() if k != "files"}, "loaded": True, "load_seconds": time.perf_counter() - t0}
+                return self
+            if fmt is not None and fmt < self.index_format:   # never open the old files (format 1 held pickles): build afresh
+                print(f"{self.name}: index at {store} is in an old format (format {fmt}: pickle); rebuilding as format {self.index_format}")
+            else:
+                print(f"{self.name}: index at {store} is unfinished ({why or 'index.json cannot be read'}); rebuilding it")
         tmp = store.with_name(store.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         info = self._build(corpus, tmp)
         meta = {"system": self.name, "format": self.index_format, "corpus": corpus.name, "corpus_docs": len(corpus),
                 "index_seconds": round(time.perf_counter() - t0, 4), **info, **self._embedding_info()}
-        meta["index_bytes"] = dir_bytes(tmp)
-        (tmp / "index.json").write_text(json.dumps(meta, indent=1))
+        meta["index_bytes"], meta["files"] = dir_bytes(tmp), _top_files(tmp)
+        atomic_write(tmp / "index.json", json.dumps(meta, indent=1))
         shutil.rmtree(store, ignore_errors=True)
         os.replace(tmp, store)
         self._load(store)
-        self._stats = {**meta, "loaded": False}
+        self._stats = {**{k: v for k, v in meta.items() if k != "files"}, "loaded": False}
         return self
 
     def retrieve(self, query: str, k: int, instance: Instance | None = None) -> list[Unit]:
