@@ -1,5 +1,6 @@
 """Bad input cannot pass silently: the WildGraphBench loader checks every file when it loads (one DataError naming file, line,
 field, value and fix), unresolvable references warn or fail by policy, and run parameters are checked before any work."""
+import os
 import shutil
 import warnings
 
@@ -286,3 +287,74 @@ def test_an_outputs_path_that_is_a_file_stops_before_work(tmp_path):
 def test_a_misplaced_override_names_its_group():
     with pytest.raises(ConfigError, match=r"write 'dataset.domains=\[culture\]'"):
         compose(["domains=[culture]"])
+
+
+# ---- pages that are not what they look like ---------------------------------------------------------------------------------
+BOLAVEN = "Bolaven damage in Korea.txt"
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda p: os.mkfifo(p), "a FIFO (named pipe)"),       # a read would wait for a writer forever
+    (lambda p: p.mkdir(), "a folder"),
+    (lambda p: p.symlink_to("/dev/zero"), "a character device"),   # a read would never end
+])
+def test_a_page_that_is_not_a_regular_file_is_named_before_any_read(data, make, kind):
+    page = data / TOPIC / "reference_pages" / BOLAVEN
+    page.unlink()
+    make(page)
+    e = data_error(data)
+    (p,) = e.problems
+    assert (p.path, p.line, p.value) == (str(page), None, kind)
+    assert "\n" not in str(e) and str(page) in str(e) and "a regular file" in str(e)
+
+
+def test_a_questions_file_that_is_a_fifo_is_named(data):
+    (data / QA).unlink()
+    os.mkfifo(data / QA)
+    e = data_error(data)
+    assert [(p.path, p.value) for p in e.problems] == [(str(data / QA), "a FIFO (named pipe)")]
+
+
+def test_a_page_of_control_bytes_stops_before_work(data):
+    page = data / TOPIC / "reference_pages" / BOLAVEN
+    page.write_bytes(b"# Bolaven damage in Korea\n" + bytes(range(0, 9)) * 300 + b"\x1b[0m" * 50 + b" some words\n")
+    e = data_error(data)
+    (p,) = e.problems
+    assert p.path == str(page) and p.field == "<page text>" and "control" in p.value and "\n" not in str(e)
+
+
+def test_a_page_of_replacement_and_format_characters_stops(data):
+    page = data / TOPIC / "reference_pages" / BOLAVEN
+    page.write_text("# Bolaven damage in Korea\n" + "\ufffd\u200b\ue000" * 400 + "\nBolaven hit Korea.\n", encoding="utf-8")
+    (p,) = data_error(data).problems
+    assert p.path == str(page) and "U+FFFD" in p.value
+
+
+def test_a_page_with_a_few_control_characters_loads(data):
+    page = data / TOPIC / "reference_pages" / BOLAVEN
+    page.write_text(page.read_text(encoding="utf-8") + "\x07\x00\ufffd\u200b\n", encoding="utf-8")
+    assert load(data).corpus("nature")
+
+
+# ---- one URL, one document ----------------------------------------------------------------------------------------------------
+def test_a_url_listed_under_two_titles_counts_once(data):
+    "The same article under a second headline, with its own page: fan-in counts it once (the first reference's page), and says so."
+    from fanin.schema import DataWarning
+    from fanin.wildgraphbench import WildGraphBench
+    refs = data / TOPIC / "references.jsonl"
+    refs.write_text(refs.read_text() + '{"title": "Vicente: Hong Kong raises Signal 10", "url": "https://example.org/vicente", "archive_url": ""}\n')
+    (data / TOPIC / "reference_pages" / "Vicente Hong Kong raises Signal 10.txt").write_text(
+        "# Vicente: Hong Kong raises Signal 10\n\nThe Hong Kong Observatory raised Hurricane Signal No. 10 for Typhoon Vicente.\n")
+    with pytest.warns(DataWarning) as w:
+        b = WildGraphBench(data, domains=["nature"])
+    assert [i.fan_in for i in b.instances()] == [1, 2, 3, 0]   # as without the second title
+    assert b.instances()[0].gold_docs == ["nature/Typhoon Vicente Signal No 10 raised"]
+    msg = [str(x.message) for x in w if "several titles" in str(x.message)]
+    assert len(msg) == 1 and "1 url(s), cited 2 time(s) by 2 question(s)" in msg[0] and "QA/nature/questions.jsonl:1 https://example.org/vicente" in msg[0]
+    assert b.same_url[["line", "ref_url", "gold_doc", "other_docs"]].values.tolist() == [
+        [1, "https://example.org/vicente", "nature/Typhoon Vicente Signal No 10 raised", "nature/Vicente Hong Kong raises Signal 10"],
+        [3, "https://example.org/vicente", "nature/Typhoon Vicente Signal No 10 raised", "nature/Vicente Hong Kong raises Signal 10"]]
+    r = b.resolution
+    assert r.ambiguous.sum() == 2 and (r[r.ambiguous].gold_doc == "nature/Typhoon Vicente Signal No 10 raised").all()
+    assert b.resolution_summary()["same_url_pages_not_counted"] == 2
+    assert "nature/Vicente Hong Kong raises Signal 10" in b.corpus("nature")   # the copy stays, as a distractor

@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import need_real_data
+
 from fanin.config import ConfigError
 from fanin.hipporag_format import HippoRAGFormat
 from fanin.schema import DataError, dataset_gaps
@@ -76,7 +78,7 @@ def test_bad_files_and_settings_say_what_to_do(tmp_path):
 
 
 def test_the_real_samples_load_as_their_provenance_says():
-    if not SAMPLES.is_dir(): pytest.fail(f"the HippoRAG-format samples are expected at {SAMPLES} (../shared beside the checkout)")
+    need_real_data(SAMPLES, "the HippoRAG-format samples")
     ds = HippoRAGFormat(SAMPLES)
     mu, hp = ds.instances("musique_train"), ds.instances("hotpotqa_train")
     assert len(mu) == len(hp) == 100 and len(ds.corpus("musique_train")) == 1890 and len(ds.corpus("hotpotqa_train")) == 994
@@ -113,3 +115,78 @@ def test_a_recall_row_is_comparable_only_on_the_papers_evaluation_files(tmp_path
         assert cells.comparable.tolist() == [expect, expect]
         assert sorted(cells.lab.round(1)) == [33.0, 42.0] and sorted(cells.reported) == [32.3, 41.2]
         assert ("evaluation files" in cells.reason.iloc[0]) if expect else ("training samples" in cells.reason.iloc[0])
+
+
+# ---- keys and passages written twice, files that are not files --------------------------------------------------------------
+def _copy(tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(FX, d)
+    return d
+
+
+def test_a_corpus_title_written_twice_with_different_text_stops_naming_its_questions(tmp_path):
+    d = _copy(tmp_path)
+    c = d / "tinyhotpot_corpus.json"
+    text = c.read_text()
+    c.write_text(text.rstrip()[:-1].rstrip() + ',\n "Grey Sea": ["The Grey Sea is a warm sea."]\n}\n')   # json.load would keep this one
+    with pytest.raises(DataError) as e:
+        HippoRAGFormat(d)
+    (p,) = e.value.problems
+    assert (Path(p.path).name, p.line, p.field) == ("tinyhotpot_corpus.json", 1, "'Grey Sea'")
+    assert "tinyhotpot.json record 1 cites the title" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_corpus_title_written_twice_with_the_same_text_is_read_once_and_reported(tmp_path):
+    from fanin.schema import DataWarning
+    d = _copy(tmp_path)
+    c = d / "tinyhotpot_corpus.json"
+    c.write_text(c.read_text().rstrip()[:-1].rstrip() + ',\n "Ada Tallin": ["Ada Tallin was a merchant of furs and amber."]\n}\n')
+    with pytest.warns(DataWarning, match=r"1 passage\(s\) repeat an earlier one exactly.*title written twice at entry 3 \('Ada Tallin', gold for tinyhotpot.json record 2\)"):
+        ds = HippoRAGFormat(d)
+    assert len(ds.corpus("tinyhotpot")) == 4 and [r["title"] for r in ds.repeated_passages] == ["Ada Tallin"]
+
+
+def test_a_field_written_twice_in_a_question_stops(tmp_path):
+    d = _copy(tmp_path)
+    q = d / "tinymusique.json"
+    q.write_text(q.read_text().replace('"answer": "Kelden",', '"answer": "Kelden", "answer": "Harbor",', 1))
+    with pytest.raises(DataError) as e:
+        HippoRAGFormat(d)
+    assert [(Path(p.path).name, p.line, p.field, p.value) for p in e.value.problems] == [("tinymusique.json", 1, "answer", ["Kelden", "Harbor"])]
+
+
+def test_an_exact_duplicate_gold_passage_is_read_once_naming_its_questions(tmp_path):
+    "A gold passage written twice would be two documents, only one of them gold: a system retrieving the other would score a miss."
+    from fanin.schema import DataWarning
+    d = _copy(tmp_path)
+    c = d / "tinymusique_corpus.json"
+    ps = json.loads(c.read_text())
+    c.write_text(json.dumps(ps + [dict(ps[1], text=ps[1]["text"].replace(" ", "  "))], indent=1))   # Mara Voss again, spacing aside
+    with pytest.warns(DataWarning) as w:
+        ds = HippoRAGFormat(d)
+    (msg,) = [str(x.message) for x in w]
+    assert "tinymusique_corpus.json: 1 passage(s) repeat an earlier one exactly" in msg
+    assert "entry 7 = entry 2 ('Mara Voss', gold for tinymusique.json records 1, 2)" in msg
+    assert len(ds.corpus("tinymusique")) == 6 and "Mara Voss #1" not in ds.corpus("tinymusique")
+    assert [i.fan_in for i in ds.instances("tinymusique")] == [2, 3]
+    assert ds.repeated_passages == [{"file": "tinymusique_corpus.json", "entry": 7, "kept": 2, "title": "Mara Voss", "cited_by": [1, 2]}]
+
+
+@pytest.mark.parametrize("name", ["tinymusique.json", "tinymusique_corpus.json"])
+def test_a_file_that_is_a_fifo_is_named_not_read(tmp_path, name):
+    import os
+    d = _copy(tmp_path)
+    (d / name).unlink()
+    os.mkfifo(d / name)
+    with pytest.raises(DataError) as e:
+        HippoRAGFormat(d)
+    assert [(Path(p.path).name, p.value) for p in e.value.problems] == [(name, "a FIFO (named pipe)")]
+
+
+def test_the_real_samples_hold_no_repeats(tmp_path):
+    if not SAMPLES.is_dir(): pytest.fail(f"the HippoRAG-format samples are expected at {SAMPLES} (../shared beside the checkout)")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = HippoRAGFormat(SAMPLES)
+    assert ds.repeated_passages == []

@@ -27,14 +27,27 @@ def test_every_ref_url_resolves(bench):
     assert s["cited_pages"] == 2090                     # PROVENANCE.md: 2,090 of 3,893 pages are cited
 
 
-def test_fan_in_distribution_matches_provenance(bench):
+def test_fan_in_distribution_counts_documents(bench):
+    """PROVENANCE.md's fan-in counts pages (single-fact 666x1 and 1x2; multi-fact 12x4, 9x5+); the lab counts one url once, so the
+    two urls listed under two titles each (4 citations) lose their second page: single-fact 667x1, multi-fact 13x4 and 8x5+."""
     by = collections.defaultdict(collections.Counter)
     for i in bench.instances():
         by[i.qtype][min(i.fan_in, 5)] += 1
-    assert by["single-fact"] == {1: 666, 2: 1}
-    assert by["multi-fact"] == {2: 130, 3: 40, 4: 12, 5: 9}
+    assert by["single-fact"] == {1: 667}
+    assert by["multi-fact"] == {2: 130, 3: 40, 4: 13, 5: 8}
     assert sum(v for k, v in by["summary"].items() if k >= 5) == 143
     assert max(i.fan_in for i in bench.instances() if i.qtype == "multi-fact") == 22
+
+
+def test_a_url_under_two_titles_is_one_gold_document(bench):
+    "The release's two urls listed under two titles (two fetches of one article each): reported, counted once, the copy a distractor."
+    s = bench.same_url
+    assert len(s) == 4 and s.ref_url.nunique() == 2 and set(s.domain) == {"human_activities"} and s.line.tolist() == [74, 92, 105, 127]
+    insts = {i.id: i for i in bench.instances("human_activities")}
+    for r in s.itertuples():
+        assert r.gold_doc in insts[r.question_id].gold_docs and r.other_docs not in insts[r.question_id].gold_docs
+        assert r.other_docs in bench.corpus("human_activities")
+    assert bench.resolution_summary()["same_url_pages_not_counted"] == 4
 
 
 def test_gold_docs_exist_in_corpus(bench):

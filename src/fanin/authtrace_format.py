@@ -14,7 +14,8 @@ from fastcore.basics import patch
 
 from .config import ConfigError, resolve_path
 from .segment import normalise
-from .schema import Corpus, Document, Instance, RecordError
+from .schema import Corpus, DataError, Document, Instance, Problem, RecordError
+from .wildgraphbench import file_kind
 
 # %% auto #0
 __all__ = ['REQUIRED', 'AuthTraceFormat']
@@ -47,6 +48,8 @@ class AuthTraceFormat:
         if domain not in self._corpora:
             docs = []
             for f in sorted((self.root / "corpus" / domain).glob("*.txt")):
+                if (kind := file_kind(f)):   # asked before the read: a FIFO would block it forever
+                    raise DataError(Problem(str(f), None, "<file>", kind, "a regular file holding the document's text", "replace it with the document's file, or remove it"))
                 text = f.read_text(encoding="utf-8")
                 title = f.stem
                 if text.startswith("# "):
@@ -59,6 +62,8 @@ class AuthTraceFormat:
     def _load(self) -> list[tuple[int, dict]]:
         if self._records is None:
             path, recs = self.root / "instances.jsonl", []
+            if (kind := file_kind(path)):
+                raise DataError(Problem(str(path), None, "<file>", kind, "instances.jsonl, a regular file", "replace it with the instances file"))
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if not line.strip(): continue
                 try: recs.append((n, json.loads(line)))

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, ConfigDict, Field
 
 from .config import ConfigError, resolve_path
 from .schema import Corpus, DataError, Document, Instance, Problem, RawRecord, decode_utf8, record_problems
+from .wildgraphbench import file_kind
 
 TYPES = ("FB", "MC", "MS", "TF", "OE")   # fill-in-the-blank, multiple choice, multiple select, true/false, open-ended
 DOMAIN = "textbooks"
@@ -98,6 +99,9 @@ class GraphRAGBench:
             if not path.exists():
                 problems.append(Problem(str(path), None, "<file>", "missing", f"questions/{t}.jsonl", f"restore the file, or set dataset.types without {t}"))
                 continue
+            if (kind := file_kind(path)):   # asked before the read: a FIFO would block it forever
+                problems.append(Problem(str(path), None, "<file>", kind, f"questions/{t}.jsonl, a regular file", "replace it with the released file"))
+                continue
             text, p = decode_utf8(path, path.read_bytes())
             if p: problems.append(p); continue
             for n, line in enumerate(text.splitlines(), start=1):
@@ -126,6 +130,9 @@ class GraphRAGBench:
                 md = d / f"{d.name}.md"
                 if not md.exists():
                     problems.append(Problem(str(md), None, "<file>", "missing", f"{d.name}/{d.name}.md, the textbook's text", "restore it, or remove the folder"))
+                    continue
+                if (kind := file_kind(md)):
+                    problems.append(Problem(str(md), None, "<file>", kind, f"{d.name}/{d.name}.md, a regular file holding the textbook's text", "replace it with the released file"))
                     continue
                 text, p = decode_utf8(md, md.read_bytes())
                 if p: problems.append(p); continue

@@ -7,16 +7,19 @@ the corpus as documents, fan-in = the number of distinct supporting documents.""
 # %% ../../nbs/36_hipporag_format.ipynb #43747efb
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .config import ConfigError, resolve_path
-from .schema import Corpus, DataError, Document, Instance, Problem, RawRecord, decode_utf8, record_problems
+from .schema import Corpus, DataError, DataWarning, Document, Instance, Problem, RawRecord, decode_utf8, record_problems
+from .wildgraphbench import file_kind
 
 UNITS = ("passage", "title")
 
@@ -75,7 +78,7 @@ class CorpusPassage(RawRecord):
 
 # %% auto #0
 __all__ = ['UNITS', 'Text', 'Paragraph', 'ParagraphQuestion', 'FactQuestion', 'CorpusPassage', 'passage_ids', 'HippoRAGFormat',
-           'git_blob']
+           'cited_by', 'repeat_problems', 'drop_repeated_passages', 'git_blob']
 
 # %% ../../nbs/36_hipporag_format.ipynb #f37cf258
 def _norm(text: str) -> str: return " ".join(text.split())
@@ -114,13 +117,24 @@ def passage_ids(passages: list[tuple[str, str]]) -> list[str]:
     return out
 
 # %% ../../nbs/36_hipporag_format.ipynb #d489b384
-def _read_json(path: Path) -> tuple[Any, list[Problem]]:
+def _read_json(path: Path) -> tuple[Any, list[Problem], list[tuple[dict, str, list]]]:
+    """A JSON file's document, the problems that stop it (not a regular file, not UTF-8, not JSON), and every key an object holds
+    more than once, as (the object, the key, its values in file order): `json.load` would keep the last value in silence."""
+    if (kind := file_kind(path)):
+        return None, [Problem(str(path), None, "<file>", kind, "a regular file holding JSON", "replace it with the released file")], []
     text, p = decode_utf8(path, path.read_bytes())
-    if p: return None, [p]
-    try: return json.loads(text), []
+    if p: return None, [p], []
+    repeated = []
+    def pairs(kv):
+        obj = dict(kv)
+        if len(obj) < len(kv):
+            seen = collections.Counter(k for k, _ in kv)
+            repeated.extend((obj, k, [v for kk, v in kv if kk == k]) for k, n in seen.items() if n > 1)
+        return obj
+    try: return json.loads(text, object_pairs_hook=pairs), [], repeated
     except json.JSONDecodeError as e:
         return None, [Problem(str(path), e.lineno, "<json>", text.splitlines()[e.lineno - 1][:80] if text.strip() else "",
-                              "one JSON document", f"fix the JSON at line {e.lineno}, column {e.colno}: {e.msg}")]
+                              "one JSON document", f"fix the JSON at line {e.lineno}, column {e.colno}: {e.msg}")], []
 
 
 class HippoRAGFormat:
@@ -146,11 +160,68 @@ class HippoRAGFormat:
         self.domains = list(want)
         self.broad_qtypes = frozenset()   # no summary type: every question is retrieved at k
         self._corpora, self._instances, problems = {}, [], []
+        self.repeated_passages: list[dict] = []   # exact duplicates read once (see below)
         for d in self.domains:
             try: self._load(d)
             except DataError as e: problems += e.problems
         if problems: raise DataError(problems)
         self.qtypes = sorted({i.qtype for i in self._instances})
+
+# %% ../../nbs/36_hipporag_format.ipynb #hr36cb1
+def cited_by(qs: list) -> dict:
+    """Which question records (1-based places in the questions list) cite each supporting passage, keyed by (title, text) for
+    MuSiQue-style `paragraphs` and by title for HotpotQA-style `supporting_facts` (both whitespace-normalised). Read from the raw
+    records, so it names the citing questions even when a record has other problems."""
+    out = collections.defaultdict(list)
+    for n, obj in enumerate(qs, start=1):
+        if not isinstance(obj, dict): continue
+        keys = [(_norm(p["title"]), _norm(p["paragraph_text"])) for p in obj.get("paragraphs") or []
+                if isinstance(p, dict) and p.get("is_supporting") is True and isinstance(p.get("title"), str) and isinstance(p.get("paragraph_text"), str)]
+        keys += [_norm(f[0]) for f in obj.get("supporting_facts") or [] if isinstance(f, list) and f and isinstance(f[0], str)]
+        for k in dict.fromkeys(keys): out[k].append(n)
+    return dict(out)
+
+# %% ../../nbs/36_hipporag_format.ipynb #hr36rp1
+def _records(who: list[int]) -> str: return f"record{'s' if len(who) > 1 else ''} {', '.join(map(str, who))}" if who else "no question"
+
+
+def repeat_problems(path: Path, data: Any, repeated: list, cites: dict, qname: str) -> tuple[list[Problem], list[str]]:
+    """The problems of the keys `path` held twice (see `_read_json`), and the titles of a title -> sentences corpus that were written
+    twice with the same sentences (read once). A field repeated inside a record stops: which value was meant is unknowable. A
+    title repeated with different sentences stops too, naming the question records that cite it: one text would be lost."""
+    problems, same = [], []
+    place = {id(o): n for n, o in enumerate(data, start=1)} if isinstance(data, list) else {}
+    for obj, key, values in repeated:
+        if obj is data and isinstance(data, dict):
+            n = list(data).index(key) + 1
+            if all(v == values[0] for v in values): same.append(key); continue
+            problems.append(Problem(str(path), n, f"{key!r}", f"{len(values)} entries with different sentences",
+                                    "one entry per title (JSON keeps only the last, so the other text would be lost in silence)",
+                                    f"merge the entries or rename one; {qname} {_records(cites.get(_norm(key), []))} cite{'s' if len(cites.get(_norm(key), [])) == 1 else ''} the title"))
+            continue
+        n = place.get(id(obj)) or next((m for m, rec in enumerate(data, start=1) if _holds(rec, obj)), None) if isinstance(data, list) else None
+        problems.append(Problem(str(path), n, key, values, "the field once (JSON keeps only the last value, dropping the other in silence)",
+                                "remove one of them"))
+    return problems, same
+
+
+def _holds(container, obj) -> bool:
+    "Whether `obj` is `container` or nested inside it (by identity)."
+    if container is obj: return True
+    if isinstance(container, dict): return any(_holds(v, obj) for v in container.values())
+    if isinstance(container, list): return any(_holds(v, obj) for v in container)
+    return False
+
+# %% ../../nbs/36_hipporag_format.ipynb #hr36dp1
+def drop_repeated_passages(passages: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[int, int, str, tuple]]]:
+    """The passages with each exact duplicate (same title and text, whitespace-normalised) read once, as its first copy; and the
+    dropped ones as (its place, the place of the copy kept, the title, the (title, text) key), places 1-based in corpus order."""
+    first, kept, dropped = {}, [], []
+    for j, (t, x) in enumerate(passages, start=1):
+        key = (_norm(t), _norm(x))
+        if key in first: dropped.append((j, first[key], t, key)); continue
+        first[key] = j; kept.append((t, x))
+    return kept, dropped
 
 # %% ../../nbs/36_hipporag_format.ipynb #96ab7699
 from fastcore.basics import patch
@@ -159,9 +230,19 @@ from fastcore.basics import patch
 @patch
 def _load(self: HippoRAGFormat, domain: str):
     qpath, cpath = self.root / f"{domain}.json", self.root / f"{domain}_corpus.json"
-    data, problems = _read_json(cpath)
-    passages, ps = _passages(cpath, data) if data is not None else ([], [])
+    data, problems, crep = _read_json(cpath)
+    qs, qp, qrep = _read_json(qpath)   # read first: a problem with a corpus entry names the questions that cite it
+    problems += qp
+    if qs is not None and not isinstance(qs, list):
+        problems.append(Problem(str(qpath), None, "<file>", type(qs).__name__, "a JSON list of questions", "use the questions file as released"))
+        qs = None
+    cites = cited_by(qs or [])
+    ps, same_titles = repeat_problems(cpath, data, crep, cites, qpath.name)
+    problems += ps + repeat_problems(qpath, qs, qrep, cites, qpath.name)[0]
+    if data is None: raise DataError(problems)   # no corpus read: every gold passage would be reported missing besides
+    passages, ps = _passages(cpath, data)
     problems += ps
+    passages, dropped = drop_repeated_passages(passages)
     ids = passage_ids(passages)
     if self.unit == "title":
         by_title: dict[str, list[str]] = {}
@@ -172,11 +253,6 @@ def _load(self: HippoRAGFormat, domain: str):
         docs = [Document(id=i, title=t, text=f"{t}\n{x}" if self.title_in_text else x) for i, (t, x) in zip(ids, passages)]
         where = {(_norm(t), _norm(x)): i for i, (t, x) in zip(ids, passages)}
     titles = {_norm(t): (t if self.unit == "title" else [i for i, (tt, _) in zip(ids, passages) if tt == t]) for t, _ in passages}
-    qs, qp = _read_json(qpath)
-    problems += qp
-    if qs is not None and not isinstance(qs, list):
-        problems.append(Problem(str(qpath), None, "<file>", type(qs).__name__, "a JSON list of questions", "use the questions file as released"))
-        qs = None
     out = []
     for n, obj in enumerate(qs or [], start=1):
         shape = ParagraphQuestion if isinstance(obj, dict) and "paragraphs" in obj else FactQuestion
@@ -215,6 +291,16 @@ def _load(self: HippoRAGFormat, domain: str):
         if i.id in seen: problems.append(Problem(str(qpath), i.meta["record"], "id", i.id.split("/", 1)[1], f"a question id used once (also record {seen[i.id]})", "remove the duplicate"))
         seen.setdefault(i.id, i.meta["record"])
     if problems: raise DataError(problems)
+    rows = [{"file": cpath.name, "entry": j, "kept": k, "title": t, "cited_by": sorted({*cites.get(key, []), *cites.get(key[0], [])})}
+            for j, k, t, key in dropped]
+    rows += [{"file": cpath.name, "entry": None, "kept": list(data).index(t) + 1, "title": t, "cited_by": cites.get(_norm(t), [])} for t in same_titles]
+    if rows:
+        self.repeated_passages += rows
+        first = "; ".join((f"entry {r['entry']} = entry {r['kept']}" if r["entry"] else f"title written twice at entry {r['kept']}")
+                          + f" ({r['title']!r}, gold for {qpath.name} {_records(r['cited_by'])})" for r in rows[:3])
+        warnings.warn(f"{cpath}: {len(rows)} passage(s) repeat an earlier one exactly (same title and text); each is read once, as its "
+                      f"first copy (HippoRAG's content-keyed passage store counts it once too); first {min(3, len(rows))}: {first}. "
+                      f"The full list is `dataset.repeated_passages`.", DataWarning, stacklevel=3)
     self._corpora[domain] = Corpus(f"{self.name}/{domain}", docs)
     self._instances += out
 

@@ -10,7 +10,9 @@ import hashlib
 import json
 import os
 import re
+import stat
 import subprocess
+import unicodedata
 import warnings
 from pathlib import Path
 from typing import Annotated, Sequence
@@ -26,9 +28,9 @@ from .text import clean_page
 
 # %% auto #0
 __all__ = ['DATASET', 'DOMAINS', 'QTYPES', 'SOURCE_REPO', 'SOURCE_COMMIT', 'ENV_ROOT', 'FACT_TYPES', 'UNRESOLVED_POLICIES',
-           'URL_RE', 'Url', 'TYPE_CHOICES', 'UNRESOLVED_COLUMNS', 'MAX_PAGE_CHARS', 'default_root', 'resolve_root',
-           'page_file_name', 'question_id', 'QuestionRecord', 'ReferenceRecord', 'WildGraphBench', 'page_problem',
-           'fetch']
+           'URL_RE', 'Url', 'TYPE_CHOICES', 'UNRESOLVED_COLUMNS', 'SAME_URL_COLUMNS', 'MAX_PAGE_CHARS',
+           'JUNK_CATEGORIES', 'default_root', 'resolve_root', 'page_file_name', 'question_id', 'QuestionRecord',
+           'ReferenceRecord', 'WildGraphBench', 'file_kind', 'junk_share', 'page_problem', 'fetch']
 
 # %% ../../nbs/03_wildgraphbench.ipynb #bfdbf8fa
 DATASET = "wildgraphbench"
@@ -167,6 +169,7 @@ class ReferenceRecord(RawRecord):
 
 # %% ../../nbs/03_wildgraphbench.ipynb #bdb5d93f
 UNRESOLVED_COLUMNS = ["file", "line", "domain", "question_id", "position", "ref_url", "reason"]
+SAME_URL_COLUMNS = ["file", "line", "domain", "question_id", "position", "ref_url", "gold_doc", "other_docs"]
 
 
 class WildGraphBench:
@@ -223,17 +226,52 @@ def corpus(self: WildGraphBench, domain: str) -> Corpus:
         self._corpora[domain] = Corpus(f"{self.name}/{domain}", docs)
     return self._corpora[domain]
 
+# %% ../../nbs/03_wildgraphbench.ipynb #wgbfk01
+def file_kind(path) -> str | None:
+    """None when `path` is a regular file (or a link to one); else what it is instead, in words. Asked with `os.stat` before any
+    read: opening a FIFO (named pipe) waits for a writer forever, a character device can stream without end, and a folder cannot
+    be read at all, so each is named by its path instead of hanging or failing deep inside a read."""
+    try: mode = os.stat(path).st_mode
+    except FileNotFoundError: return "a link to nothing" if os.path.islink(path) else MISSING
+    except OSError as e: return f"unreadable ({e.strerror})"
+    if stat.S_ISREG(mode): return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
 # %% ../../nbs/03_wildgraphbench.ipynb #3f10a4bc
 # a reference page longer than this is not a page (the longest WildGraphBench page has 2.2M characters)
 MAX_PAGE_CHARS = 50_000_000
+# Unicode categories that are never text a reader could use: control, format, private use, surrogate (U+FFFD is counted with them)
+JUNK_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs"})
+_CTRL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1C), 0x7F])     # ASCII controls that are not white space
+_SPACE_BYTES = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"                      # ASCII white space (as str.isspace sees it)
+
+
+def junk_share(text: str) -> float | None:
+    """The share of a text's visible characters (all but white space) that are control, format, private-use or surrogate
+    characters or U+FFFD, when it is over half (what binary or damaged bytes leave when they still decode as UTF-8); None when
+    it is at most half. A quick bound settles almost every page: when the ASCII controls and all non-ASCII characters together
+    are at most half of what is visible, the junk is too; only the other pages are counted character by character."""
+    a = text.encode("ascii", "ignore")
+    non_ascii = len(text) - len(a)
+    ctrl, space = len(a) - len(a.translate(None, _CTRL_BYTES)), len(a) - len(a.translate(None, _SPACE_BYTES))
+    if (ctrl + non_ascii) * 2 <= len(text) - space - non_ascii: return None
+    visible = re.sub(r"\s+", "", text)
+    junk = sum(c == "\ufffd" or unicodedata.category(c) in JUNK_CATEGORIES for c in re.findall(r"[^\w!-/:-@\[-`{-~]", visible))
+    return junk / len(visible) if visible and junk * 2 > len(visible) else None
 
 
 def page_problem(path: Path, text: str, elsewhere: str) -> Problem | None:
-    "What is wrong with one page's text, if anything: no text after its title line (an emptied file), or absurdly long."
+    """What is wrong with one page's text, if anything: no text after its title line (an emptied file), more than half of its
+    visible characters control characters or U+FFFD (binary bytes, not a page), or absurdly long."""
     body = text.partition("\n")[2] if text.startswith("# ") else text
     if not body.strip():
         return Problem(str(path), None, "<page text>", f"{len(text.encode()):,} bytes, no text after the title line",
                        "a reference page with its text (questions citing an empty page would lose their gold evidence in silence)", elsewhere)
+    if (share := junk_share(body)) is not None:
+        return Problem(str(path), None, "<page text>", f"{share:.0%} of its visible characters are control or format characters or U+FFFD",
+                       "a reference page of text (a page of control bytes would be scored as gold evidence no reader can use)", elsewhere)
     if len(text) > MAX_PAGE_CHARS:
         return Problem(str(path), None, "<page text>", f"{len(text):,} characters", f"a page of at most {MAX_PAGE_CHARS:,} characters", elsewhere)
     return None
@@ -245,8 +283,8 @@ def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]
     problems, out = [], {"questions": [], "refs": [], "pages": {}, "headers": collections.defaultdict(list)}
     qa = self.root / "QA" / domain / "questions.jsonl"
     elsewhere = f"restore it from the release (fanin data --dest DIR) or leave the domain out (dataset.domains=[...])"
-    if not qa.is_file():
-        problems.append(Problem(str(qa), None, "<file>", MISSING, f"the questions of domain {domain!r}", elsewhere))
+    if (kind := file_kind(qa)):
+        problems.append(Problem(str(qa), None, "<file>", kind, f"the questions of domain {domain!r}, a regular file", elsewhere))
     else:
         qs, ps = scan_jsonl(qa, QuestionRecord)
         problems += ps
@@ -267,8 +305,8 @@ def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]
         return out, problems
     tdir = cdir / topics[0]
     refs = tdir / "references.jsonl"
-    if not refs.is_file():
-        problems.append(Problem(str(refs), None, "<file>", MISSING, "the topic's references (title and url of each cited page)", elsewhere))
+    if (kind := file_kind(refs)):
+        problems.append(Problem(str(refs), None, "<file>", kind, "the topic's references (title and url of each cited page), a regular file", elsewhere))
     else:
         rs, ps = scan_jsonl(refs, ReferenceRecord)
         problems += ps
@@ -278,6 +316,9 @@ def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]
         problems.append(Problem(str(tdir / "reference_pages"), None, "reference_pages", [],
                                 f"at least one page file (*.txt): the retrieval corpus of domain {domain!r}", elsewhere))
     for fname, path in pages.items():
+        if (kind := file_kind(path)):   # asked before the read: a FIFO would block it forever
+            problems.append(Problem(str(path), None, "<file>", kind, "a regular file holding the page's text",
+                                    "replace it with the page's file, or remove it")); continue
         text, p = decode_utf8(path, path.read_bytes())
         if p: problems.append(p); continue
         h = text.partition("\n")[0]
@@ -294,12 +335,24 @@ def _load(self: WildGraphBench):
         read[d], ps = self._read_domain(d)
         problems += ps
     if problems: raise DataError(problems)
-    inst, rows, unres = [], [], []
+    inst, rows, unres, same = [], [], [], []
     for d in self.domains:
-        i, r, u = self._resolve_domain(d, read[d]); inst += i; rows += r; unres += u
+        i, r, u, s = self._resolve_domain(d, read[d]); inst += i; rows += r; unres += u; same += s
     self._questions = (inst, pd.DataFrame(rows))
     self.unresolved = pd.DataFrame(unres, columns=UNRESOLVED_COLUMNS)
+    self.same_url = pd.DataFrame(same, columns=SAME_URL_COLUMNS)
+    if len(self.same_url): self._report_same_url()
     if len(self.unresolved): self._report_unresolved()
+
+@patch
+def _report_same_url(self: WildGraphBench, shown: int = 3):
+    s = self.same_url
+    first = "; ".join(f"{Path(r.file).relative_to(self.root)}:{r.line} {r.ref_url} -> {r.gold_doc!r} (also {r.other_docs.replace('|', ', ')!r})"
+                      for r in s.head(shown).itertuples())
+    warnings.warn(f"WildGraphBench: {s.ref_url.nunique()} url(s), cited {len(s)} time(s) by {s.question_id.nunique()} question(s), are each listed under several titles "
+                  f"in references.jsonl, each title with its own page; one URL is one document, so each counts once in fan-in, as the "
+                  f"page of its first reference (the other pages stay in the corpus as distractors); first {min(shown, len(s))}: {first}. "
+                  f"The full list is `bench.same_url`.", DataWarning, stacklevel=4)
 
 @patch
 def _report_unresolved(self: WildGraphBench, shown: int = 3):
@@ -327,7 +380,7 @@ def _resolve_domain(self: WildGraphBench, domain: str, data: dict):
     fname_urls = collections.defaultdict(set)
     for r in refs: fname_urls[page_file_name(r.title)].add(r.url)
 
-    instances, rows, unres, detail = [], [], [], []
+    instances, rows, unres, same = [], [], [], []
     for lineno, q in data["questions"]:
         qid = question_id(domain, q.question)
         gold, unresolved = [], []
@@ -347,8 +400,13 @@ def _resolve_domain(self: WildGraphBench, domain: str, data: dict):
                          "status": "resolved" if doc_ids else "unresolved",
                          "url_match": how if rs else "none", "file_match": "+".join(sorted(set(file_how))) or "none",
                          "n_pages": len(doc_ids), "ambiguous": len(doc_ids) > 1, "shared_file_name": shared,
-                         "doc_ids": "|".join(doc_ids)})
-            if doc_ids: gold.extend(doc_ids); continue
+                         "doc_ids": "|".join(doc_ids), "gold_doc": doc_ids[0] if doc_ids else ""})
+            if doc_ids:
+                gold.append(doc_ids[0])   # one URL is one document: the page of its first reference counts
+                if len(doc_ids) > 1:
+                    same.append({"file": str(data["qa"]), "line": lineno, "domain": domain, "question_id": qid, "position": pos,
+                                 "ref_url": url, "gold_doc": doc_ids[0], "other_docs": "|".join(doc_ids[1:])})
+                continue
             unresolved.append(url)
             reason = ("not among the urls of references.jsonl (nor without its #fragment)" if not rs else
                       f"references.jsonl names it {rs[0].title!r}, but reference_pages/ has no page {page_file_name(rs[0].title)!r}")
@@ -359,7 +417,7 @@ def _resolve_domain(self: WildGraphBench, domain: str, data: dict):
             id=qid, dataset=self.name, domain=domain, query=q.question, qtype=q.qtype,
             answer=q.answer, gold_docs=gold, gold_statements=[s for s in q.gold_statements or [] if s],
             fan_in=len(gold), meta={"ref_urls": list(q.ref_urls), "unresolved_refs": unresolved, "line": lineno}))
-    return instances, rows, unres
+    return instances, rows, unres, same
 
 @patch
 def instances(self: WildGraphBench, domain: str | None = None) -> list[Instance]:
@@ -377,7 +435,7 @@ def resolution_summary(self: WildGraphBench) -> dict:
     r = self.resolution
     return {"ref_urls": int(len(r)), "resolved": int((r.status == "resolved").sum()),
             "unresolved": int((r.status == "unresolved").sum()), "ambiguous": int(r.ambiguous.sum()),
-            "shared_file_name": int(r.shared_file_name.sum()),
+            "shared_file_name": int(r.shared_file_name.sum()), "same_url_pages_not_counted": int((r.n_pages - 1).clip(lower=0).sum()),
             "via_url_without_fragment": int((r.url_match == "url_without_fragment").sum()),
             "via_case_insensitive_name": int(r.file_match.str.contains("case_insensitive").sum()),
             "via_title_header": int(r.file_match.str.contains("title_header").sum()),
