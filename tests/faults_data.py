@@ -1,5 +1,5 @@
 """Data faults whose shape is fine and whose meaning is not: a page that is not a regular file (a read would block or never end),
-a page of control bytes that still decodes as UTF-8, one URL listed under two titles (one document counted as two), and in
+a page of control bytes that still decodes as UTF-8, a summary's gold statement written twice, one URL listed under two titles (one document counted as two), and in
 HippoRAG's layout a corpus title written twice and a gold passage written twice. Each runs through the real `fanin` command on
 a fresh copy of the fixture (`tests/fault_run.py` collects them with the other kinds)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 
-from fault_run import QA, ROOT, TOPIC, Fault, metrics_ok, page, run_bm25
+from fault_run import QA, ROOT, TOPIC, Fault, line, metrics_ok, page, run_bm25
 
 BOLAVEN = ("bolaven damage in korea.txt",)
 HIPPORAG_FIXTURE = ROOT / "tests" / "fixtures" / "hipporag_tiny"
@@ -84,6 +84,9 @@ def extra_faults() -> list:
     d("a gold page of control bytes", "stop",
       lambda w: page(w).write_bytes(b"# Bolaven damage in Korea\n" + bytes(range(0, 9)) * 400 + b"\x1b[0m" * 80 + b" Bolaven\n"),
       run_bm25, BOLAVEN + ("control",))
+    d("a summary's gold statement written twice", "stop",
+      lambda w: line(w.data / QA, 3, lambda l: l.replace('South Jeolla."]', 'South Jeolla.", "Vicente injured over 130 people in Hong Kong."]')),
+      run_bm25, ("line 3", "gold_statements[2]"))
     d("one URL claimed by two references (two titles)", "survive", _same_url, run_bm25, check=_fan_in_counts_documents)
     d("HippoRAG corpus title written twice, texts differ", "stop", _with_hipporag(_title_twice), run_hipporag,
       ("tinyhotpot_corpus.json", "grey sea", "tinyhotpot.json record 1"))

@@ -358,3 +358,12 @@ def test_a_url_listed_under_two_titles_counts_once(data):
     assert r.ambiguous.sum() == 2 and (r[r.ambiguous].gold_doc == "nature/Typhoon Vicente Signal No 10 raised").all()
     assert b.resolution_summary()["same_url_pages_not_counted"] == 2
     assert "nature/Vicente Hong Kong raises Signal 10" in b.corpus("nature")   # the copy stays, as a distractor
+
+
+def test_a_gold_statement_written_twice_or_empty_is_named(data):
+    "Recall over a summary's statements would count a repeated fact twice, and an empty one as a fact no answer holds."
+    edit_line(data / QA, 3, '"Bolaven caused 430 billion won of damage in South Jeolla."]',
+              '"Bolaven caused 430 billion won of damage in South Jeolla.", "Vicente  injured over 130 people in Hong Kong.", " "]')
+    e = data_error(data)
+    assert [(p.line, p.field) for p in e.problems] == [(3, "gold_statements[2]"), (3, "gold_statements[3]")]
+    assert "not already at gold_statements[0]" in str(e) and "delete gold_statements[2]" in str(e)

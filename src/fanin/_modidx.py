@@ -1310,5 +1310,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                'fanin/wildgraphbench.py'),
                                       'fanin.wildgraphbench.page_problem': ('wildgraphbench.html#page_problem', 'fanin/wildgraphbench.py'),
                                       'fanin.wildgraphbench.question_id': ('wildgraphbench.html#question_id', 'fanin/wildgraphbench.py'),
-                                      'fanin.wildgraphbench.resolve_root': ( 'wildgraphbench.html#resolve_root',
-                                                                             'fanin/wildgraphbench.py')}}}
+                                      'fanin.wildgraphbench.resolve_root': ('wildgraphbench.html#resolve_root', 'fanin/wildgraphbench.py'),
+                                      'fanin.wildgraphbench.statement_problems': ( 'wildgraphbench.html#statement_problems',
+                                                                                   'fanin/wildgraphbench.py')}}}

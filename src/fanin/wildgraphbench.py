@@ -30,7 +30,8 @@ from .text import clean_page
 __all__ = ['DATASET', 'DOMAINS', 'QTYPES', 'SOURCE_REPO', 'SOURCE_COMMIT', 'ENV_ROOT', 'FACT_TYPES', 'UNRESOLVED_POLICIES',
            'URL_RE', 'Url', 'TYPE_CHOICES', 'UNRESOLVED_COLUMNS', 'SAME_URL_COLUMNS', 'MAX_PAGE_CHARS',
            'JUNK_CATEGORIES', 'default_root', 'resolve_root', 'page_file_name', 'question_id', 'QuestionRecord',
-           'ReferenceRecord', 'WildGraphBench', 'file_kind', 'junk_share', 'page_problem', 'fetch']
+           'ReferenceRecord', 'WildGraphBench', 'file_kind', 'junk_share', 'page_problem', 'statement_problems',
+           'fetch']
 
 # %% ../../nbs/03_wildgraphbench.ipynb #bfdbf8fa
 DATASET = "wildgraphbench"
@@ -276,6 +277,22 @@ def page_problem(path: Path, text: str, elsewhere: str) -> Problem | None:
         return Problem(str(path), None, "<page text>", f"{len(text):,} characters", f"a page of at most {MAX_PAGE_CHARS:,} characters", elsewhere)
     return None
 
+# %% ../../nbs/03_wildgraphbench.ipynb #wgbgs02
+def statement_problems(path: Path, line: int, q: QuestionRecord) -> list[Problem]:
+    "A question's gold statements that are empty or repeat an earlier one, each named by its position."
+    problems, first = [], {}
+    for j, s in enumerate(q.gold_statements or []):
+        key = " ".join(s.split())
+        if not key:
+            problems.append(Problem(str(path), line, f"gold_statements[{j}]", s, "a non-empty statement (an empty one is a fact no answer can hold)",
+                                    f"delete gold_statements[{j}] or write the statement"))
+        elif key in first:
+            problems.append(Problem(str(path), line, f"gold_statements[{j}]", s,
+                                    f"a statement not already at gold_statements[{first[key]}] (a repeat counts its fact twice in recall)",
+                                    f"delete gold_statements[{j}]"))
+        else: first[key] = j
+    return problems
+
 # %% ../../nbs/03_wildgraphbench.ipynb #bdb5d93f_s1
 @patch
 def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]]:
@@ -296,6 +313,7 @@ def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]
                                         f"delete line {n} or line {first[q.question]}"))
             else: first[q.question] = n
         out["questions"] = [(n, q) for n, q in qs if first[q.question] == n]
+        for n, q in out["questions"]: problems += statement_problems(qa, n, q)
         if not qs and not ps:
             problems.append(Problem(str(qa), None, "<questions>", [], "at least one question (one JSON object per line)", elsewhere))
     cdir = self.root / "corpus" / domain
