@@ -1,12 +1,16 @@
 """A small OpenAI-compatible stand-in server on loopback, for behaviour no local llama.cpp server has: a reasoning model's
 parameter rules (HTTP 400 on `temperature` and `max_tokens`, naming `max_completion_tokens`), a server that answers
 `json_schema` with HTTP 500 (as llama-cpp-python does), and malformed 200 replies (no choices, null content, an HTML body,
-an answer cut at the token budget). `/v1/embeddings` answers with `embed(text)` per input (hashed words, 384 dims, by default).
-Every request it receives is kept in `requests`."""
+an answer cut at the token budget), and the faults of a hostile or broken endpoint: a reply dripped one byte at a time, HTTP
+429 with Retry-After, a redirect to another host, an error or reply that quotes the request's API key, and HTTPS with a
+certificate the client cannot verify (`self_signed`). `/v1/embeddings` answers with `embed(text)` per input (hashed words,
+384 dims, by default). Every request it receives is kept in `requests` (the Authorization header of each in `auths`)."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
@@ -33,12 +37,23 @@ class StandIn:
     reasoning: reject temperature (other than 1) and max_tokens with HTTP 400, as OpenAI's reasoning models do.
     no_json_schema: answer response_format json_schema with HTTP 500, as llama-cpp-python does.
     fault: one of None, "no_choices", "null_content", "html", "bad_json", "cut" — how every chat reply is malformed.
-    reply: body -> reply text."""
+    reply: body -> reply text.
+    drip_s: chat replies after the first `drip_after` are sent one byte every `drip_s` seconds (headers at once).
+    statuses: the next chat requests are answered with these (status, headers), one each: [(429, {"Retry-After": "2"})].
+    redirect_to: every request is answered 307 to this base (scheme://host:port) + the request's path.
+    echo_key: "error" (HTTP 400 whose message quotes the request's key) or "reply" (a reply text that quotes it), for the
+    chat requests after the first `echo_after`.
+    tls: (certificate file, key file): serve HTTPS (`base_url` starts https://); see `self_signed`."""
 
     def __init__(self, model: str = "standin-1", reasoning: bool = False, no_json_schema: bool = False,
                  fault: str | None = None, reply: Callable[[dict], str] = _default_reply, list_models: bool = True,
                  embed: Callable[[str], list[float]] = hashed_embedding, embed_errors: list[int] | None = None,
-                 max_model_len: int | None = None):
+                 max_model_len: int | None = None, drip_s: float | None = None, drip_after: int = 0,
+                 statuses: list[tuple[int, dict]] | None = None, redirect_to: str | None = None,
+                 echo_key: str | None = None, echo_after: int = 0, tls: tuple[str, str] | None = None):
+        self.drip_s, self.drip_after, self.statuses, self.redirect_to = drip_s, drip_after, list(statuses or []), redirect_to
+        self.echo_key, self.echo_after, self.tls = echo_key, echo_after, tls
+        self.auths: list[str] = []
         self.max_model_len = max_model_len   # reported in /v1/models as vLLM does (None: not reported, as most servers)
         self.model, self.reasoning, self.no_json_schema, self.fault = model, reasoning, no_json_schema, fault
         self.reply, self.list_models, self.embed, self.embed_errors = reply, list_models, embed, list(embed_errors or [])
@@ -48,15 +63,29 @@ class StandIn:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a): pass
 
-            def _send(self, status: int, payload, ctype="application/json"):
+            def _send(self, status: int, payload, ctype="application/json", headers: dict | None = None, drip: float | None = None):
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items(): self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(data)
+                if not drip: return self.wfile.write(data)
+                try:
+                    for i in range(len(data)):   # a byte at a time: every read gets something, so no read timeout fires
+                        self.wfile.write(data[i:i + 1]); self.wfile.flush(); time.sleep(drip)
+                except OSError: pass   # the client gave up
+
+            def _redirected(self) -> bool:
+                if not outer.redirect_to: return False
+                self.send_response(307)
+                self.send_header("Location", outer.redirect_to.rstrip("/") + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return True
 
             def do_GET(self):
+                if self._redirected(): return
                 if self.path.rstrip("/").endswith("/models"):
                     if not outer.list_models: return self._send(404, {"error": {"message": "not found"}})
                     entry = {"id": outer.model, "object": "model"}
@@ -66,7 +95,9 @@ class StandIn:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self._redirected(): return
                 outer.requests.append(body)
+                outer.auths.append(self.headers.get("Authorization", ""))
                 if self.path.endswith("/embeddings"):  # any model name; `embed` makes the vectors (hashed words by default)
                     if outer.embed_errors:  # the next requests fail with these HTTP statuses, one each (a flaky server)
                         return self._send(outer.embed_errors.pop(0), {"error": {"message": "stand-in embeddings fault", "type": "server_error"}})
@@ -75,6 +106,14 @@ class StandIn:
                     return self._send(200, {"object": "list", "model": body.get("model", ""), "usage": {"prompt_tokens": 0, "total_tokens": 0},
                                             "data": [{"object": "embedding", "index": i, "embedding": outer.embed(t)} for i, t in enumerate(texts)]})
                 if not self.path.endswith("/chat/completions"): return self._send(404, {"error": {"message": "no route"}})
+                n = len(outer.chats())   # this request's number, from 1
+                if outer.statuses:
+                    status, headers = outer.statuses.pop(0)
+                    return self._send(status, {"error": {"message": f"stand-in HTTP {status}", "type": "rate_limit_error"}}, headers=headers)
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                if outer.echo_key == "error" and n > outer.echo_after:   # as some gateways do: the refused key quoted back
+                    return self._send(400, {"error": {"message": f"Invalid request: key {key} is not allowed for this model",
+                                                      "type": "invalid_request_error"}})
                 if body.get("model") != outer.model:
                     return self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist", "type": "invalid_request_error"}})
                 if outer.reasoning:
@@ -93,17 +132,26 @@ class StandIn:
                 if outer.fault == "bad_json":   # says JSON, is not: a proxy that cut the body
                     return self._send(200, '{"id": "chatcmpl-cut", "choices": [{"index": 0, "mess', "application/json")
                 text, finish = outer.reply(body), "stop"
+                if outer.echo_key == "reply" and n > outer.echo_after: text = f"{text} (you called with {key})"
                 if outer.fault == "cut": text, finish = text[: max(1, len(text) // 2)], "length"
                 msg = {"role": "assistant", "content": None if outer.fault == "null_content" else text}
                 choices = [] if outer.fault == "no_choices" else [{"index": 0, "message": msg, "finish_reason": finish}]
                 self._send(200, {"id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": outer.model,
-                                 "choices": choices, "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+                                 "choices": choices, "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}},
+                           drip=outer.drip_s if outer.drip_s and n > outer.drip_after else None)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
-    def base_url(self) -> str: return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+    def base_url(self) -> str: return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/v1"
+
+    @property
+    def port(self) -> int: return self.httpd.server_address[1]
 
     def chats(self) -> list[dict]: return [r for r in self.requests if "messages" in r]
     def embeddings(self) -> list[dict]: return [r for r in self.requests if "input" in r]
@@ -115,3 +163,26 @@ class StandIn:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def self_signed(folder) -> tuple[str, str]:
+    "A self-signed certificate for 127.0.0.1 (and its key) written into `folder`: (certificate file, key file)."
+    import datetime, ipaddress
+    from pathlib import Path
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "fanin stand-in")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+    c, k = folder / "standin-cert.pem", folder / "standin-key.pem"
+    c.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    k.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return str(c), str(k)

@@ -42,6 +42,20 @@ def test_server_starts_and_is_gone_after():
     assert not _port_open(port), f"port {port} still accepts connections"
 
 
+def test_server_start_is_waited_for_with_progress_and_a_bound_that_says_what_to_do(capsys, monkeypatch):
+    with EmbeddedServer(n_ctx=1024, progress_every_s=0.01) as s:   # ready: its model list answers and it generates a token
+        assert s._answers(30) and s.startup_s > 0
+    err = capsys.readouterr().err
+    assert "embedded server (" in err and "so far" in err and "load average" in err, "the wait was not shown"
+    s = EmbeddedServer(n_ctx=1024, startup_timeout_s=0.01)
+    with pytest.raises(LLMError, match=r"not ready after \d+ s .*raise llm\.server\.startup_timeout_s"):
+        s.start()
+    assert s.proc is None, "a server that missed its bound was left running"
+    monkeypatch.setattr("os.getloadavg", lambda: (11.0, 11.0, 11.0))   # a loaded 2-core machine waits longer, it does not fail
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert EmbeddedServer(startup_timeout_s=60).ready_bound_s() == 330
+
+
 def test_second_identical_call_is_served_from_the_cache(server, tmp_path):
     llm = _llm(server, tmp_path)
     a = llm.chat(Q, stage="t")

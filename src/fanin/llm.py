@@ -14,6 +14,7 @@ import random
 import re
 import signal
 import socket
+import ssl
 import sqlite3
 import subprocess
 import sys
@@ -27,14 +28,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from fastcore.basics import patch
 
-from .config import known_context_tokens, public_url
+from .config import known_context_tokens, public_url, redact
+from .files import atomic_write, completion_record, unfinished
 from .fingerprints import heal_sqlite
 
 if TYPE_CHECKING: from fanin.local_models import EmbeddedServer
 
 # %% auto #0
-__all__ = ['LEDGER_FIELDS', 'STRUCTURED_MODES', 'LLMError', 'EndpointError', 'request_key', 'LLMCache', 'Ledger',
-           'parse_json_reply', 'Reply', 'EmptyReply', 'LLM']
+__all__ = ['LEDGER_FIELDS', 'STRUCTURED_MODES', 'REPLY_CHARS_PER_TOKEN', 'LLMError', 'EndpointError', 'CallTimedOut',
+           'request_key', 'machine_fault', 'LLMCache', 'Ledger', 'read_ledger', 'parse_json_reply', 'Reply',
+           'EmptyReply', 'key_values', 'retry_after', 'certificate_problem', 'reply_bound', 'RedirectRefused',
+           'ReplyTooLarge', 'guarded_http_client', 'LLM']
 
 # %% ../../nbs/11_llm.ipynb #11e59665
 class LLMError(RuntimeError):
@@ -49,19 +53,35 @@ class EndpointError(LLMError):
     Raised by the preflight; a stage stops at once instead of recording one failure per question."""
 
 
+class CallTimedOut(LLMError):
+    "A call that got no complete reply within its whole-call deadline (`timeout_s`); retried like any timeout."
+
+
 def request_key(request: dict) -> str:
     "Content address of a request: SHA-256 of its canonical JSON."
     return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
+_MACHINE_FAULTS = ("disk is full", "disk i/o error", "readonly database", "unable to open database", "out of memory")
+
+
+def machine_fault(e: BaseException) -> bool:
+    """A SQLite error the machine caused (a full disk, a read-only or vanished file, no memory): the file is not damaged, so
+    it is never moved aside for one."""
+    return isinstance(e, sqlite3.OperationalError) and any(w in str(e).lower() for w in _MACHINE_FAULTS)
+
+
 class LLMCache:
     """Content-addressed SQLite cache of chat replies; WAL mode, one connection per thread, safe for concurrent writers.
     A damaged file (overwritten in part or whole) is moved aside with a line saying so (`fingerprints.quarantine`) and the cache
-    starts empty: what it held is recomputed by the calls that miss."""
+    starts empty: what it held is recomputed by the calls that miss. A write the machine refuses (the disk is full) is not
+    damage: the reply is still returned to its caller, one warning line says it was not kept, and the file keeps every
+    reply stored before (`unstored` counts the replies not kept)."""
     def __init__(self, path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local, self._gen, self._heal_lock = threading.local(), 0, threading.Lock()
+        self.unstored = 0
         self._guard(self._create)
 
     def _create(self):
@@ -83,22 +103,38 @@ class LLMCache:
     def _guard(self, op):
         "Run `op`; if the file is damaged, move it aside, start an empty cache and run `op` again (`fingerprints.heal_sqlite`)."
         try: return op()
-        except sqlite3.DatabaseError as e: heal_sqlite(self, e, "LLM cache", "conn")
+        except sqlite3.DatabaseError as e:
+            if machine_fault(e): raise   # a full disk is not a damaged file: never move the paid replies aside for it
+            heal_sqlite(self, e, "LLM cache", "conn")
         return op()
 
     def get(self, key: str) -> dict | None:
         row = self._guard(lambda: self._conn().execute("SELECT reply FROM replies WHERE key=?", (key,)).fetchone())
         return json.loads(row[0]) if row else None
 
-    def put(self, key: str, request: dict, reply: dict):
-        "Store a reply; an empty one never (it is a failure, and a rerun must call again)."
+    def put(self, key: str, request: dict, reply: dict) -> bool:
+        """Store a reply; an empty one never (it is a failure, and a rerun must call again). False when the machine refused
+        the write (see the class): the caller keeps its reply."""
         if not (reply.get("text") or "").strip(): raise ValueError(f"refusing to cache an empty reply for key {key[:16]}")
-        self._guard(lambda: self._conn().execute("INSERT OR IGNORE INTO replies VALUES (?,?,?,?)",
-                    (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time())))
+        return self._store("replies", key, request, reply)
 
-    def put_empty(self, key: str, request: dict, reply: dict):
-        self._guard(lambda: self._conn().execute("INSERT OR IGNORE INTO empty_replies VALUES (?,?,?,?)",
-                    (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time())))
+    def put_empty(self, key: str, request: dict, reply: dict) -> bool: return self._store("empty_replies", key, request, reply)
+
+    def _store(self, table: str, key: str, request: dict, reply: dict) -> bool:
+        row = (key, json.dumps(request, ensure_ascii=False), json.dumps(reply, ensure_ascii=False), time.time())
+        try:
+            self._guard(lambda: self._conn().execute(f"INSERT OR IGNORE INTO {table} VALUES (?,?,?,?)", row))
+            return True
+        except sqlite3.OperationalError as e:
+            if not machine_fault(e): raise
+            with self._heal_lock:
+                self.unstored += 1
+                first = self.unstored == 1
+            if first:
+                print(f"fanin: warning: LLM cache {self.path}: a reply could not be stored ({e}); it is used now but a rerun asks "
+                      f"the model again. Free space there (df -h {self.path.parent}); the replies stored before are kept.",
+                      file=sys.stderr, flush=True)
+            return False
 
     def get_empty(self, key: str) -> dict | None:
         row = self._guard(lambda: self._conn().execute("SELECT reply FROM empty_replies WHERE key=?", (key,)).fetchone())
@@ -109,7 +145,8 @@ class LLMCache:
 # %% ../../nbs/11_llm.ipynb #acca3181
 LEDGER_FIELDS = ("requests", "calls", "cache_hits", "cache_misses", "uncached", "failures", "retries",
                  "prompt_tokens", "completion_tokens", "replayed_prompt_tokens", "replayed_completion_tokens",
-                 "model_ms", "replayed_model_ms")  # model time: of the calls made now, and recorded with the replies replayed
+                 "model_ms", "replayed_model_ms",  # model time: of the calls made now, and recorded with the replies replayed
+                 "oversized", "unstored")  # replies cut because they ran far past the token limit; replies the cache could not keep
 
 
 class Ledger:
@@ -137,9 +174,25 @@ class Ledger:
         return {**t, "cache_hit_rate": hit_rate, "by_stage_system": by}
 
     def write(self, path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=1))
-        return path
+        "Write `ledger.json` atomically (a temporary file renamed into place, with its completion record): never half a ledger."
+        return atomic_write(path, json.dumps(self.to_dict(), indent=1))
+
+# %% ../../nbs/11_llm.ipynb #read_ledger
+def read_ledger(path) -> dict | None:
+    """A run's `ledger.json`, or None when there is none. A ledger that is not whole (cut, overwritten, or its bytes differ
+    from its completion record) raises LLMError in one line naming the file and the fix: the run's stages rewrite it, and a
+    rerun replays every cached reply without a model call, so nothing paid is asked again."""
+    path = Path(path)
+    if not path.exists(): return None
+    why = unfinished(path) if completion_record(path).exists() else None   # a ledger from before completion records is read as is
+    try: led = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e: why = why or f"not JSON ({getattr(e, 'msg', type(e).__name__)} at char {getattr(e, 'pos', '?')})"
+    else:
+        if not isinstance(led, dict) or "calls" not in led: why = why or "not a ledger (no calls field)"
+    if why:
+        raise LLMError(f"{path}: the ledger is damaged ({why}); run the same command again to rewrite it (cached replies are "
+                       f"replayed, no model call is repeated)")
+    return led
 
 # %% ../../nbs/11_llm.ipynb #2c083db8
 def _repairs(text: str) -> Iterable[str]:
@@ -220,7 +273,7 @@ STRUCTURED_MODES = ("json_schema", "json_object_schema", "json_object", "none")
 
 def _retryable(e: Exception) -> bool:
     import openai
-    if isinstance(e, (openai.APITimeoutError, openai.APIConnectionError)): return True
+    if isinstance(e, (openai.APITimeoutError, openai.APIConnectionError, CallTimedOut)): return True
     if isinstance(e, openai.APIStatusError): return e.status_code in _RETRYABLE_STATUS or e.status_code >= 500
     return False
 
@@ -262,18 +315,166 @@ def _rejects_format(e: Exception) -> bool:
     msg = _message(e).lower()
     return s >= 500 or (s in (400, 422) and any(w in msg for w in ("response_format", "json_schema", "json_object", "schema", "grammar")))
 
+# %% ../../nbs/11_llm.ipynb #helpers
+def key_values(api_key_env: str | None = None) -> list[str]:
+    """The values of every configured API key: the variable `api_key_env` names, `OPENAI_API_KEY` and every `*_API_KEY` of
+    the environment, longest first. No error, warning or stored reply of the LLM layer holds one (`redact`)."""
+    names = {n for n in os.environ if n.endswith("_API_KEY")} | {"OPENAI_API_KEY"} | ({api_key_env} if api_key_env else set())
+    return sorted({os.environ[n] for n in names if os.environ.get(n)}, key=len, reverse=True)
+
+
+def retry_after(e: BaseException) -> float | None:
+    """Seconds an HTTP error reply asks the client to wait before its next request (`Retry-After`: seconds or an HTTP date;
+    `retry-after-ms`), or None when it asks nothing."""
+    headers = getattr(getattr(e, "response", None), "headers", None)
+    if not headers: return None
+    try:
+        if ms := headers.get("retry-after-ms"): return max(0.0, float(ms) / 1000)
+    except ValueError: pass
+    ra = headers.get("retry-after")
+    if not ra: return None
+    try: return max(0.0, float(ra))
+    except ValueError: pass
+    import email.utils
+    try: return max(0.0, email.utils.parsedate_to_datetime(ra).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError): return None
+
+
+def certificate_problem(e: BaseException | None) -> str | None:
+    """What a TLS certificate check refused (`self-signed certificate`, `certificate has expired`, ...), found anywhere in the
+    chain of causes of `e` (the openai client wraps the ssl error twice); None when the failure is not a certificate's."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, ssl.SSLCertVerificationError) and getattr(e, "verify_message", None): return e.verify_message.strip()
+        if m := re.search(r"certificate verify failed: ([^(\]]+)", str(e)): return m.group(1).strip()
+        e = e.__cause__ or e.__context__
+    return None
+
+
+REPLY_CHARS_PER_TOKEN = 16   # ordinary text is about 4 characters a token: a reply 4x past that ran far over the limit it was given
+
+
+def reply_bound(max_tokens: int | None) -> int:
+    "The most characters of a reply the lab keeps for a token limit (`REPLY_CHARS_PER_TOKEN` per token, at least 4,096)."
+    return max(4096, REPLY_CHARS_PER_TOKEN * int(max_tokens or 0))
+
+# %% ../../nbs/11_llm.ipynb #transport
+class RedirectRefused(LLMError):
+    "The endpoint redirected the lab to another host: never followed (the answers would come from a server nobody configured)."
+
+
+class ReplyTooLarge(LLMError):
+    "A reply body past `max_reply_bytes`: an endpoint that ignores the token limit; it is never read whole."
+
+
+_deadline = threading.local()   # the whole-call deadline (time.monotonic) of the request this thread sends, and its message
+
+
+def _server(url) -> tuple[str, int]:
+    "(host, port) of a URL, the port defaulted by its scheme."
+    return url.host, url.port or (443 if url.scheme == "https" else 80)
+
+
+def _same_server(a, b) -> bool:
+    "The same host and port; or http -> https on the same host (an upgrade to TLS, both on default ports)."
+    if _server(a) == _server(b): return True
+    return a.host == b.host and a.scheme == "http" and b.scheme == "https" and a.port is None and b.port is None
+
+
+def _within(seconds: float, message: str, fn: Callable):
+    """fn() bounded as a whole: its result, its exception, or CallTimedOut(message) once `seconds` have passed, however the
+    server spreads the reply (a byte every few seconds never trips a per-read timeout). fn runs in a worker thread; the
+    guarded transport ends that thread's request at its next chunk after the deadline, so nothing keeps reading."""
+    box, done = {}, threading.Event()
+    def work():
+        _deadline.at, _deadline.message = time.monotonic() + seconds, message
+        try: box["result"] = fn()
+        except BaseException as e: box["error"] = e
+        finally:
+            _deadline.at = None
+            done.set()
+    threading.Thread(target=work, daemon=True, name="fanin-llm-call").start()
+    if not done.wait(seconds + 0.25): raise CallTimedOut(message)
+    if "error" in box: raise box["error"]
+    return box["result"]
+
+
+_GUARDED: dict = {}
+
+
+def guarded_http_client(max_reply_bytes: int, **kw):
+    """The HTTP client under the openai client (openai's default client, its proxies and `SSL_CERT_FILE` included), with a
+    guard on every request: a redirect to another host is refused (`RedirectRefused`, naming both hosts); a body is read
+    only up to `max_reply_bytes` (`ReplyTooLarge`); each read is bounded by what is left of the call's deadline, and a body
+    still arriving at the deadline is ended (`CallTimedOut`)."""
+    if not _GUARDED:
+        import httpx2, openai
+
+        class _Body(httpx2.SyncByteStream):
+            def __init__(self, inner, url, limit: int):
+                self.inner, self.url, self.limit = inner, url, limit
+                self.at, self.message = getattr(_deadline, "at", None), getattr(_deadline, "message", "")
+
+            def __iter__(self):
+                n = 0
+                for chunk in self.inner:
+                    n += len(chunk)
+                    if n > self.limit:
+                        raise ReplyTooLarge(f"the reply from {self.url.host}:{_server(self.url)[1]} passed {self.limit:,} bytes "
+                                            f"(max_reply_bytes) and was not read further: the endpoint ignores the token limit")
+                    if self.at is not None and time.monotonic() > self.at: raise CallTimedOut(self.message)
+                    yield chunk
+
+            def close(self): self.inner.close()
+
+        class _Guard(httpx2.BaseTransport):
+            def __init__(self, inner, limit: int): self.inner, self.limit = inner, limit
+
+            def handle_request(self, request):
+                at = getattr(_deadline, "at", None)
+                if at is not None:   # no single read may outlast the call's deadline
+                    left = max(0.05, at - time.monotonic())
+                    t = request.extensions.get("timeout") or {}
+                    request.extensions["timeout"] = {k: min(t.get(k) or left, left) for k in ("connect", "read", "write", "pool")}
+                response = self.inner.handle_request(request)
+                loc = response.headers.get("location")
+                if 300 <= response.status_code < 400 and loc:
+                    target = request.url.join(loc)
+                    if not _same_server(request.url, target):
+                        response.close()
+                        (h, p), (th, tp) = _server(request.url), _server(target)
+                        raise RedirectRefused(f"endpoint {h}:{p} redirects (HTTP {response.status_code}) to another host, {th}:{tp}; "
+                                              f"the lab does not follow a redirect to another server: set base_url to the server "
+                                              f"you mean ({public_url(str(target.copy_with(path='/', query=None)))})")
+                response.stream = _Body(response.stream, request.url, self.limit)
+                return response
+
+        class GuardedClient(openai.DefaultHttpxClient):
+            def __init__(self, max_reply_bytes: int, **kw):
+                super().__init__(**kw)
+                self._reply_limit = int(max_reply_bytes)
+
+            def _transport_for_url(self, url): return _Guard(super()._transport_for_url(url), self._reply_limit)
+
+        _GUARDED["client"] = GuardedClient
+    return _GUARDED["client"](max_reply_bytes, **kw)
+
 # %% ../../nbs/11_llm.ipynb #06971e10_1
 class LLM:
     """One client for every OpenAI-compatible endpoint (the `openai` package), with the lab's cache, retries and ledger.
     Capabilities are negotiated, not assumed: a reasoning model's 400 on `temperature` / `max_tokens` drops the parameter or
     renames it to `max_completion_tokens`; `structured="auto"` tries json_schema, then llama.cpp's grammar, then JSON mode,
-    then plain text with repair. A preflight before the first server call checks that the endpoint answers and serves the model."""
+    then plain text with repair. A preflight before the first server call checks that the endpoint answers and serves the model.
+    Each request is bounded as a whole by `timeout_s` (`preflight_timeout_s` at the preflight); a server's Retry-After is
+    waited up to `retry_after_cap_s`; a reply body past `max_reply_bytes` is not read. No error or stored reply holds a key."""
     def __init__(self, provider: str, model: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
                  api_key_required: bool | None = None, server: EmbeddedServer | None = None, temperature: float = 0.0,
                  top_p: float = 1.0, max_tokens: int = 256, seed: int | None = 0, timeout_s: float = 120.0,
                  max_retries: int = 3, backoff_s: float = 1.0, concurrency: int = 1, structured: str = "auto",
                  context_tokens: int | None = None, tokenizer: str | None = None, preflight: bool = True,
-                 preflight_timeout_s: float = 10.0, cache_path=None, ledger: Ledger | None = None):
+                 preflight_timeout_s: float = 10.0, cache_path=None, ledger: Ledger | None = None,
+                 retry_after_cap_s: float = 60.0, max_reply_bytes: int = 32 << 20):
         if structured not in STRUCTURED_MODES + ("auto",):
             raise ValueError(f"llm.structured={structured!r}: expected auto or one of {', '.join(STRUCTURED_MODES)}")
         self.provider, self.server, self.base_url, self.api_key_env = provider, server, base_url, api_key_env
@@ -281,6 +482,7 @@ class LLM:
         self._model = model
         self.sampling = {"temperature": float(temperature), "top_p": float(top_p), "max_tokens": int(max_tokens), "seed": seed}
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
+        self.retry_after_cap_s, self.max_reply_bytes = float(retry_after_cap_s), int(max_reply_bytes)
         self.concurrency, self.structured = max(1, int(concurrency)), structured
         self._context_tokens, self.tokenizer_name = context_tokens, tokenizer
         self._reported_context: int | None = None   # the window the server reports (vLLM's max_model_len), learnt at preflight
@@ -326,8 +528,23 @@ class LLM:
             if self.api_key_required and not key and self.server is None:
                 raise EndpointError(f"environment variable {self.api_key_env} is not set; export it with your API key for provider "
                                     f"{self.provider!r} ({self.endpoint})")
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "unused", max_retries=0, timeout=self.timeout_s)
+            http = guarded_http_client(self.max_reply_bytes, timeout=self.timeout_s)
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "unused", max_retries=0, timeout=self.timeout_s,
+                                         http_client=http)
         return self._client
+
+    @property
+    def where(self) -> str:
+        "The endpoint and model as errors name them (never a key written inside the URL)."
+        return f"endpoint {public_url(self.base_url) or self.endpoint} (model {self.model!r})"
+
+    def scrub(self, e: LLMError) -> LLMError:
+        "`e` with every configured key value (and anything shaped like a key) taken out of its reason and raw text; in place."
+        secrets = key_values(self.api_key_env)
+        e.reason = redact(e.reason, secrets)
+        e.args = (e.reason, *e.args[1:])
+        if e.raw: e.raw = redact(e.raw, secrets)
+        return e
 
 # %% ../../nbs/11_llm.ipynb #06971e10_1_s0
 @patch(as_prop=True)
@@ -415,27 +632,61 @@ def preflight(self: LLM):
             self._preflight()
             self._ready = True
         except EndpointError as e:
-            self._ready = e
+            self._ready = self.scrub(e)
             raise
+
+@patch
+def _preflight_limit(self: LLM) -> tuple[float, str]:
+    """The preflight's bound per request and the setting that sets it. The embedded server is the lab's own and already
+    answered its readiness check, so a slow first reply there (a loaded machine) gets the call's `timeout_s`."""
+    if self.server is not None and self.timeout_s > self.preflight_timeout_s: return self.timeout_s, "timeout_s"
+    return self.preflight_timeout_s, "preflight_timeout_s"
+
+@patch
+def _patiently(self: LLM, fn: Callable):
+    """fn() again while the server answers 429 (or any status with a Retry-After), up to `max_retries` times, waiting what it
+    asks (up to `retry_after_cap_s`) or the backoff: a rate limit at the preflight is a wait, not a stop."""
+    import openai
+    for attempt in range(self.max_retries + 1):
+        try: return fn()
+        except openai.APIStatusError as e:
+            ra = retry_after(e)
+            if attempt == self.max_retries or not (e.status_code == 429 or ra is not None): raise
+            time.sleep(self._retry_wait(e, attempt))
+
+@patch
+def _retry_wait(self: LLM, e: BaseException, attempt: int) -> float:
+    """Seconds to wait before retry `attempt + 1`: what the server asked (Retry-After), else exponential backoff with jitter.
+    A wait past `retry_after_cap_s` is not waited: LLMError (EndpointError at the preflight) says how long it asked."""
+    ra = retry_after(e)
+    if ra is None: return self.backoff_s * 2 ** attempt * (1 + 0.25 * random.random())
+    if ra > self.retry_after_cap_s:
+        cls = LLMError if self._ready is True else EndpointError
+        raise cls(f"{self.where} asks to wait {ra:.0f} s before the next request ({_failure(e)}, Retry-After), more than "
+                  f"retry_after_cap_s={self.retry_after_cap_s:g}: run again later, or raise retry_after_cap_s")
+    return ra
 
 @patch
 def _preflight(self: LLM):
     import openai
-    where = f"endpoint {public_url(self.base_url) or self.endpoint} (model {self.model!r})"
+    where = self.where
+    limit, setting = self._preflight_limit()
+    timed_out = f"no reply, timed out after {limit:g} s ({setting})"
     try:
-        c = self.client().with_options(timeout=self.preflight_timeout_s)
-        listing = list(c.models.list())
+        c = self.client().with_options(timeout=limit)
+        listing = self._patiently(lambda: _within(limit, timed_out, lambda: list(c.models.list())))
         served = [m.id for m in listing]
         for m in listing:   # vLLM reports the served window; the OpenAI client keeps unknown fields in model_extra
             if m.id == self.model: self._reported_context = (getattr(m, "model_extra", None) or {}).get("max_model_len")
     except EndpointError: raise
+    except (RedirectRefused, ReplyTooLarge) as e: raise EndpointError(f"{where}: {e.reason}") from None
     except openai.APIStatusError as e:
         if e.status_code in (401, 403):
             raise EndpointError(f"{where} refuses the API key (HTTP {e.status_code}): check ${self.api_key_env}") from None
         served = None   # some servers do not list models; the probe below decides
     except Exception as e:
-        raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}. Is the server running, and is "
-                            f"the base URL right (llm.base_url)?") from None
+        raise EndpointError(f"{where} does not answer: {self._why(e)}. Is the server running, and is the base URL right "
+                            f"(llm.base_url)?") from None
     # a model not in the list is not yet an error: llama.cpp's server serves one model under any name; the probe decides
     listed = f"; it lists {', '.join(served[:10])}: set llm.model to one of them" if served and self.model not in served else ""
     # one probe: does a request shaped like ours go through? (negotiates parameters and, with structured=auto, the JSON mode)
@@ -447,24 +698,41 @@ def _preflight(self: LLM):
         req = {"sampling": {**self.sampling, "max_tokens": 16}, "schema": probe_schema if mode != "none" else None,
                "prompt_version": "preflight"}
         try:
-            self._send(req, msgs, self.preflight_timeout_s)
+            self._patiently(lambda: self._send(req, msgs, limit, setting))
             return
+        except EndpointError: raise
+        except (RedirectRefused, ReplyTooLarge) as e: raise EndpointError(f"{where}: {e.reason}") from None
         except Exception as e:
             if isinstance(e, openai.APIStatusError) and e.status_code == 404:
                 raise EndpointError(f"{where}: not found (HTTP 404): {_message(e)[:200]}{listed}") from None
-            if isinstance(e, (openai.APIConnectionError, openai.APITimeoutError)):
-                raise EndpointError(f"{where} does not answer: {type(e).__name__}: {str(e)[:200]}") from None
+            if isinstance(e, (openai.APIConnectionError, openai.APITimeoutError, CallTimedOut)):
+                raise EndpointError(f"{where} does not answer: {self._why(e)}") from None
+            if isinstance(e, openai.APIStatusError) and e.status_code == 429:
+                raise EndpointError(f"{where} still refuses with HTTP 429 (rate limit) after {self.max_retries + 1} tries: "
+                                    f"{_message(e)[:200]}; run again later or raise max_retries") from None
             if _rejects_format(e) and mode != modes[-1]: continue
             raise EndpointError(f"{where} rejects the lab's requests (structured={mode}): {_failure(e)}: {_message(e)[:300]}") from None
 
 @patch
-def _send(self: LLM, request: dict, messages: Sequence[dict], timeout: float | None = None):
-    "One HTTP request; a 400 naming a sampling parameter the model rejects is negotiated away and the request sent again."
+def _why(self: LLM, e: BaseException) -> str:
+    "Why a request got no reply, in words a user can act on: a certificate, a redirect, a deadline, else the error itself."
+    if problem := certificate_problem(e):
+        return (f"the TLS certificate cannot be verified ({problem}); if the server's certificate comes from a private or "
+                f"self-signed authority, export SSL_CERT_FILE=/path/to/its-ca.pem (or SSL_CERT_DIR) and run again")
+    if isinstance(e, LLMError): return e.reason
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+@patch
+def _send(self: LLM, request: dict, messages: Sequence[dict], timeout: float | None = None, setting: str = "timeout_s"):
+    """One HTTP request, bounded as a whole by `timeout` (default `timeout_s`); a 400 naming a sampling parameter the model
+    rejects is negotiated away and the request sent again."""
+    limit = self.timeout_s if timeout is None else timeout
+    timed_out = f"no complete reply, timed out after {limit:g} s ({setting})"
     for _ in range(6):
         kw = self._wire(request)
         try:
             c = self.client() if timeout is None else self.client().with_options(timeout=timeout)
-            return c.chat.completions.create(model=self.model, messages=list(messages), **kw), kw
+            return _within(limit, timed_out, lambda: c.chat.completions.create(model=self.model, messages=list(messages), **kw)), kw
         except Exception as e:
             p = _unsupported_param(e, kw)
             if p is None: raise
@@ -493,7 +761,13 @@ def chat(self: LLM, messages: Sequence[dict], *, stage: str = "", system: str = 
     """One chat completion through the cache; raises LLMError (after retries) when it fails, its reply is empty or not
     JSON, or its structured output cannot be repaired. Only non-empty replies are cached. `allow_empty` (the peers'
     gateway): an empty reply is returned, not raised, and kept apart in the cache (`empty_replies`) to be replayed only to
-    such callers; for everyone else it stays a failure to retry."""
+    such callers; for everyone else it stays a failure to retry. This is the layer's boundary for secrets: no error raised
+    here and no reply text returned or cached holds a configured key value, whatever the endpoint sent back."""
+    try: return self._chat(messages, stage, system, prompt_version, schema, allow_empty, sampling)
+    except LLMError as e: raise self.scrub(e) from None
+
+@patch
+def _chat(self: LLM, messages, stage, system, prompt_version, schema, allow_empty, sampling) -> Reply:
     request, key = self.request(messages, prompt_version=prompt_version, schema=schema, **sampling)
     cacheable = self.cacheable(request)
     self.ledger.add(stage, system, requests=1)
@@ -501,8 +775,8 @@ def chat(self: LLM, messages: Sequence[dict], *, stage: str = "", system: str = 
     if hit is not None:
         self.ledger.add(stage, system, cache_hits=1, replayed_prompt_tokens=hit["prompt_tokens"],
                         replayed_completion_tokens=hit["completion_tokens"], replayed_model_ms=round(hit.get("latency_ms") or 0))
-        reply = Reply(hit["text"], hit["prompt_tokens"], hit["completion_tokens"], hit["latency_ms"], True, hit["model"], key,
-                      hit.get("finish_reason"))
+        reply = Reply(redact(hit["text"], key_values(self.api_key_env)), hit["prompt_tokens"], hit["completion_tokens"],
+                      hit["latency_ms"], True, hit["model"], key, hit.get("finish_reason"))
     else:
         self.ledger.add(stage, system, **({"cache_misses": 1} if cacheable else {"uncached": 1}))
         try: self.preflight()
@@ -512,10 +786,11 @@ def chat(self: LLM, messages: Sequence[dict], *, stage: str = "", system: str = 
         try: reply = self._call(request, key, stage, system)
         except EmptyReply as e:
             if not allow_empty: raise
-            if cacheable: self.cache.put_empty(key, request, {k: v for k, v in asdict(e.reply).items() if k in _CACHED_FIELDS})
+            if cacheable and not self.cache.put_empty(key, request, {k: v for k, v in asdict(e.reply).items() if k in _CACHED_FIELDS}):
+                self.ledger.add(stage, system, unstored=1)
             return e.reply
-        if cacheable:
-            self.cache.put(key, request, {k: v for k, v in asdict(reply).items() if k in _CACHED_FIELDS})
+        if cacheable and not self.cache.put(key, request, {k: v for k, v in asdict(reply).items() if k in _CACHED_FIELDS}):
+            self.ledger.add(stage, system, unstored=1)   # the disk refused it: the reply is still this call's
     if schema is not None:
         try: reply.parsed, reply.repaired = parse_json_reply(reply.text, schema)
         except LLMError:
@@ -531,13 +806,17 @@ def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
     for attempt in range(self.max_retries + 1):
         if attempt:
             self.ledger.add(stage, system, retries=1)
-            time.sleep(self.backoff_s * 2 ** (attempt - 1) * (1 + 0.25 * random.random()))
+            try: wait = self._retry_wait(last, attempt - 1)   # what the server asked (Retry-After), else the backoff
+            except LLMError as e:
+                last = e; break
+            time.sleep(wait)
         t0 = time.perf_counter()
         try:
             self.ledger.add(stage, system, calls=1)
             r, _ = self._send(request, request["messages"])
         except Exception as e:
             last = e
+            if certificate_problem(e): break   # no retry verifies a certificate
             if isinstance(e, openai.APIConnectionError) and attempt == 0 and not self._healthy_now():
                 break   # the endpoint is gone: no use waiting through the backoff
             if not _retryable(e): break
@@ -552,6 +831,11 @@ def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
             last = LLMError(f"empty reply from {self.endpoint}: no choices"); break
         ch = r.choices[0]
         text, finish = (ch.message.content if ch.message else None) or "", ch.finish_reason
+        text = redact(text, key_values(self.api_key_env))   # an endpoint that quotes the key back never gets it stored
+        if len(text) > (bound := reply_bound(request["sampling"].get("max_tokens"))):
+            # far past the token limit asked: kept only up to a bound, flagged like a reply cut at the limit, counted
+            text, finish = text[:bound], "length"
+            self.ledger.add(stage, system, oversized=1)
         if not text.strip():
             hint = " (the completion budget was spent before any answer: raise max_tokens)" if finish == "length" else ""
             said = ch.message is not None and ch.message.content is not None and finish == "stop"
@@ -565,7 +849,11 @@ def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
         self.ledger.add(stage, system, model_ms=round(ms))
         return Reply(text, pt, ct, ms, False, r.model or request["model"], key, finish)
     self.ledger.add(stage, system, failures=1)
+    if isinstance(last, CallTimedOut):
+        raise CallTimedOut(f"{self.where}: {last.reason}; the endpoint answers too slowly: check it, or raise timeout_s")
+    if isinstance(last, RedirectRefused | ReplyTooLarge): raise type(last)(f"{self.where}: {last.reason}")
     if isinstance(last, LLMError): raise last
+    if certificate_problem(last): raise LLMError(f"{self.where}: {self._why(last)}")
     raise LLMError(f"{type(last).__name__} from {public_url(self.base_url) or self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
 
 @patch

