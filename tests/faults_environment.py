@@ -34,6 +34,22 @@ def term_runner(args_fn, after, rerun: bool = True):
     return runner
 
 
+def held_for(cond, seconds: float):
+    "A condition that holds `seconds` after `cond` first held (e.g. a model server started, then some generation under way)."
+    first = {}
+    def after(w):
+        if "t" not in first and cond(w): first["t"] = time.time()
+        return "t" in first and time.time() - first["t"] >= seconds
+    return after
+
+
+def answers_ok(w) -> bool:
+    "Every sampled question has an answer that is not a failure."
+    fs = list(w.out.glob("faults/*/answers-*/answers.jsonl"))
+    rows = [json.loads(l) for f in fs for l in f.read_text().splitlines() if l.strip()]
+    return bool(rows) and all(r.get("status") != "failed" and r.get("text") for r in rows)
+
+
 def mounted_runner(size: str, read_only: bool = False, after_prepare=None):
     "Run the command with paths.outputs on a small tmpfs (root only), read-only when asked; unmounted afterwards."
     def runner(w, f):
@@ -103,6 +119,10 @@ def extra_faults() -> list:
         lambda w: ["run", *w.ov("system=dense", "embedder.threads=1")], after=lambda w: (w.out / "cache").exists()), check=metrics_ok)
     i("SIGTERM during retrieval, then the rerun", "survive", args=lambda w: [], runner=term_runner(
         lambda w: run_bm25(w), after=lambda w: bool(list(w.out.glob("index/**/index.json")))), check=metrics_ok)
+    i("SIGTERM while the embedded reader generates, then the rerun", "survive", args=lambda w: [], runner=term_runner(
+        lambda w: ["run", "--stages", "index,retrieve,evaluate,answer,judge", *w.ov("system=bm25", "answer.per_domain_type=1",
+                   "answer.check_judges=false", "answer.judges=[keyfact]")], after=held_for(lambda w: (w.out / "llm_cache").exists(), 6)),
+      check=lambda w, r: metrics_ok(w, r) and answers_ok(w))
     i("SIGTERM says what it kept (exit 143)", "stop", args=lambda w: [], runner=term_runner(
         lambda w: run_bm25(w), after=lambda w: bool(list(w.out.glob("index/**/index.json"))), rerun=False),
       expect=("stopped by sigterm", "run the same command again"))
@@ -112,12 +132,12 @@ def extra_faults() -> list:
     v("outputs on a read-only disk after a finished run", "stop", args=lambda w: [], runner=mounted_runner("16m", read_only=True, after_prepare=True),
       expect=("read-only", "paths.outputs"))
     v("outputs on a disk that fills", "stop", args=lambda w: [], runner=mounted_runner("40k"), expect=("no space", "paths.outputs"))
-    v("a file-size limit (ulimit -f)", "stop", args=lambda w: [], runner=ulimit_runner(20_000), expect=("ulimit",))
+    v("a file-size limit (ulimit -f)", "stop", args=lambda w: [], runner=ulimit_runner(2_000), expect=("ulimit",))
     v("a 300-character folder name", "stop", args=lambda w: run_bm25(w, f"paths.outputs={w.base / ('x' * 300)}"), expect=("too long",))
     v("a path past PATH_MAX", "stop", args=lambda w: run_bm25(w, "paths.outputs=" + str(w.base / "/".join(["y" * 200] * 25))), expect=("too long",))
     v("an ASCII locale and a Unicode data path", "survive",
       setup=lambda w: shutil.move(str(w.data), str(w.base / "données-ü")),
-      args=lambda w: ["run", *w.ov("system=bm25", f"dataset.root={w.base / 'données-ü'}")], env={"LC_ALL": "C", "LANG": "C"},
+      args=lambda w: ["run", *w.ov("system=bm25", f'dataset.root="{w.base / "données-ü"}"')], env={"LC_ALL": "C", "LANG": "C"},
       check=lambda w, r: metrics_ok(w, r))
     v("fanin sweep on a missing domain", "stop", args=lambda w: ["sweep", *w.ov("experiment=topk", "sweep.domain=atlantis")], expect=("atlantis",))
 

@@ -69,6 +69,9 @@ def atomic_open(path, mode: str = "w", record: bool = True, **kw):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:   # a write refused mid-stream names no file: name the artifact, so the error line says which
+        if e.filename is None or str(e.filename) == str(tmp): e.filename = str(path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     if record: record_finished(path)
