@@ -145,7 +145,8 @@ def fetch(name: str, dest, mirror=None, timeout: int = 600) -> Path:
 def fix_line(name: str, dest) -> str:
     "The one way out when a release cannot be fetched here."
     return (f"copy {name} there from a machine with internet access (`make data-ready` there fetches it; or set "
-            f"${MIRROR_ENV}=FOLDER holding {name}/), or set `{RELEASES[name]['param']}:` in params.yaml to where your copy is")
+            f"${MIRROR_ENV}=FOLDER holding {name}/), or point the lab at your copy (`{RELEASES[name]['param']}:` in params.yaml for "
+            f"make reproduce, dataset.root=PATH for a run)")
 
 # %% ../../nbs/03a_release.ipynb #c449fd5d
 def params_paths(params="params.yaml") -> dict[str, Path]:

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import stat
-import subprocess
 import unicodedata
 import warnings
 from pathlib import Path
@@ -21,6 +20,7 @@ import pandas as pd
 from pydantic import AfterValidator, Field, field_validator
 from fastcore.basics import patch
 
+from .release import RELEASES, fetch as fetch_release
 from .config import ConfigError, repo_root
 from .schema import (MISSING, Corpus, DataError, DataWarning, Document, Instance, Problem, RawRecord, decode_utf8,
                           scan_jsonl)
@@ -39,8 +39,8 @@ DOMAINS = ["culture", "geography", "health", "history", "human_activities", "mat
            "nature", "people", "philosophy", "religion", "society", "technology"]
 QTYPES = {"single-fact": "single-fact", "single_fact": "single-fact", "multi-fact": "multi-fact",
           "multi_fact": "multi-fact", "summary": "summary"}
-SOURCE_REPO = "https://github.com/BstWPY/WildGraphBench"
-SOURCE_COMMIT = "adc9829"
+SOURCE_REPO = RELEASES["wildgraphbench"]["git"]       # the pinned release (fanin.release): repository and commit
+SOURCE_COMMIT = RELEASES["wildgraphbench"]["revision"]
 ENV_ROOT = "FANIN_WILDGRAPHBENCH"
 FACT_TYPES = {"single-fact", "multi-fact"}
 UNRESOLVED_POLICIES = ("warn", "fail")  # dataset.unresolved_refs
@@ -470,23 +470,9 @@ def snapshot(self: WildGraphBench) -> dict:
             "root": str(self.root), "domains": self.domains, "clean": self.clean, "qa_sha1": h.hexdigest()[:12]}
 
 # %% ../../nbs/03_wildgraphbench.ipynb #75d918b7
-def fetch(dest, repo: str = SOURCE_REPO, commit: str = SOURCE_COMMIT, timeout: int = 600) -> Path:
-    "Clone WildGraphBench at `commit` into `dest` (needs git and the internet)."
-    dest = Path(dest).expanduser()
-    if (dest / "QA").is_dir() and (dest / "corpus").is_dir():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".partial")
-    subprocess.run(["rm", "-rf", str(tmp)], check=False)
-    cmds = [["git", "clone", "--quiet", "--filter=blob:none", "--no-checkout", repo, str(tmp)],
-            ["git", "-C", str(tmp), "checkout", "--quiet", commit, "--", "QA", "corpus", "statements", "extracted_data", "LICENSE", "README.md"]]
-    for c in cmds:
-        try:
-            r = subprocess.run(c, capture_output=True, text=True, timeout=timeout, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
-        except (subprocess.TimeoutExpired, FileNotFoundError) as e:
-            raise ConfigError(f"fetching {repo} failed ({e}). Without internet access, point dataset.root or ${ENV_ROOT} at a copy of the data.") from None
-        if r.returncode != 0:
-            raise ConfigError(f"fetching {repo}@{commit} failed: {r.stderr.strip()[:300]}. Without internet access, point dataset.root "
-                              f"or ${ENV_ROOT} at an existing copy of the data (default ../shared/data/wildgraphbench).")
-    os.replace(tmp, dest)
-    return dest
+def fetch(dest) -> Path:
+    "WildGraphBench at `dest`: left as it is when there, else fetched at the pinned commit and verified (`fanin.release.fetch`)."
+    from fanin.release import ReleaseError
+    try: return fetch_release("wildgraphbench", Path(dest).expanduser())
+    except ReleaseError as e: raise ConfigError(str(e)) from None
+
