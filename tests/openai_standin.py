@@ -42,7 +42,7 @@ class StandIn:
     statuses: the next chat requests are answered with these (status, headers), one each: [(429, {"Retry-After": "2"})].
     redirect_to: every request is answered 307 to this base (scheme://host:port) + the request's path.
     echo_key: "error" (HTTP 400 whose message quotes the request's key) or "reply" (a reply text that quotes it), for the
-    chat requests after the first `echo_after`.
+    chat requests after the first `echo_after`; "error" also refuses every embeddings request so.
     tls: (certificate file, key file): serve HTTPS (`base_url` starts https://); see `self_signed`."""
 
     def __init__(self, model: str = "standin-1", reasoning: bool = False, no_json_schema: bool = False,
@@ -70,11 +70,11 @@ class StandIn:
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in (headers or {}).items(): self.send_header(k, v)
                 self.end_headers()
-                if not drip: return self.wfile.write(data)
                 try:
+                    if not drip: return self.wfile.write(data)
                     for i in range(len(data)):   # a byte at a time: every read gets something, so no read timeout fires
                         self.wfile.write(data[i:i + 1]); self.wfile.flush(); time.sleep(drip)
-                except OSError: pass   # the client gave up
+                except OSError: pass   # the client gave up (a deadline, an interrupt) before the reply was sent
 
             def _redirected(self) -> bool:
                 if not outer.redirect_to: return False
@@ -99,6 +99,9 @@ class StandIn:
                 outer.requests.append(body)
                 outer.auths.append(self.headers.get("Authorization", ""))
                 if self.path.endswith("/embeddings"):  # any model name; `embed` makes the vectors (hashed words by default)
+                    if outer.echo_key == "error":   # the refused key quoted back
+                        key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                        return self._send(400, {"error": {"message": f"Invalid request: key {key} is not allowed", "type": "invalid_request_error"}})
                     if outer.embed_errors:  # the next requests fail with these HTTP statuses, one each (a flaky server)
                         return self._send(outer.embed_errors.pop(0), {"error": {"message": "stand-in embeddings fault", "type": "server_error"}})
                     texts = body.get("input")

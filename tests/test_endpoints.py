@@ -239,3 +239,25 @@ def test_the_ledger_is_written_whole_and_a_cut_one_is_one_line(tmp_path):
     with pytest.raises(LLMError) as e:
         read_ledger(path)
     assert str(path) in str(e.value) and "damaged" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_embeddings_from_an_endpoint_keep_keys_out_of_errors_and_refuse_another_host(tmp_path, monkeypatch):
+    from fanin.endpoint_embeddings import EmbeddingEndpointError, OpenAICompatibleEmbedder
+    monkeypatch.setenv("LAB_GATEWAY_TOKEN", TOKEN)
+    with StandIn(echo_key="error") as s:
+        url = s.base_url.replace("://", "://lab:url-secret-1234@")   # a key written into the URL, too
+        emb = OpenAICompatibleEmbedder(url, "m", api_key_env="LAB_GATEWAY_TOKEN", max_retries=0)
+        with pytest.raises(EndpointError) as e:
+            emb.encode(["a text"])
+        assert s.auths[-1] == "Basic bGFiOnVybC1zZWNyZXQtMTIzNA==", "the stand-in did not receive the URL's credentials"
+        msg = str(e.value)
+        assert "url-secret-1234" not in msg and "bGFiOnVybC1zZWNyZXQtMTIzNA==" not in msg and "[redacted]" in msg
+    with StandIn(echo_key="error") as s:
+        emb = OpenAICompatibleEmbedder(s.base_url, "m", api_key_env="LAB_GATEWAY_TOKEN", max_retries=0)
+        with pytest.raises(EndpointError) as e:
+            emb.encode(["a text"])
+        assert s.auths[-1] == f"Bearer {TOKEN}" and TOKEN not in str(e.value) and "[redacted]" in str(e.value)
+    with StandIn() as other, StandIn(redirect_to=f"http://localhost:{other.port}") as s:
+        with pytest.raises(EndpointError, match=rf"127\.0\.0\.1:{s.port} redirects .*localhost:{other.port}"):
+            OpenAICompatibleEmbedder(s.base_url, "m", max_retries=0).encode(["a text"])
+        assert other.requests == []

@@ -229,6 +229,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                             'fanin/endpoint_embeddings.py'),
                                            'fanin.endpoint_embeddings.OpenAICompatibleEmbedder._call': ( 'endpoint_embeddings.html#openaicompatibleembedder._call',
                                                                                                          'fanin/endpoint_embeddings.py'),
+                                           'fanin.endpoint_embeddings.OpenAICompatibleEmbedder._failed': ( 'endpoint_embeddings.html#openaicompatibleembedder._failed',
+                                                                                                           'fanin/endpoint_embeddings.py'),
                                            'fanin.endpoint_embeddings.OpenAICompatibleEmbedder._key': ( 'endpoint_embeddings.html#openaicompatibleembedder._key',
                                                                                                         'fanin/endpoint_embeddings.py'),
                                            'fanin.endpoint_embeddings.OpenAICompatibleEmbedder.cache_name': ( 'endpoint_embeddings.html#openaicompatibleembedder.cache_name',

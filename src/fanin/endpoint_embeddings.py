@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .embeddings import l2_normalise
-from .llm import EndpointError, LLMError
+from .config import public_url, redact
+from .llm import EndpointError, LLMError, certificate_problem, guarded_http_client, key_values
 
 
 class EmbeddingEndpointError(LLMError):
@@ -30,7 +31,9 @@ __all__ = ['EmbeddingEndpointError', 'OpenAICompatibleEmbedder']
 # %% ../../nbs/33_endpoint_embeddings.ipynb #ee02_1
 class OpenAICompatibleEmbedder:
     """Embeddings from an OpenAI-compatible `/v1/embeddings` endpoint, in batches of `batch_size`, `concurrency` batches in
-    flight; L2-normalised float32 vectors in input order. `dim` is learnt at the preflight when not given."""
+    flight; L2-normalised float32 vectors in input order. `dim` is learnt at the preflight when not given. Requests go through
+    the LLM layer's guarded transport: a redirect to another host is refused, each HTTP request is bounded by `timeout_s`
+    from its start to the body's last byte, and no error names a key value (or a key written inside `base_url`)."""
 
     @staticmethod
     def cache_name(model: str, name: str | None = None, dimensions: int | None = None, **_) -> str:
@@ -63,8 +66,15 @@ class OpenAICompatibleEmbedder:
     def client(self):
         if self._client is None:
             import openai
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key(), timeout=self.timeout_s, max_retries=self.max_retries)
+            http = guarded_http_client(256 << 20, request_deadline_s=self.timeout_s, timeout=self.timeout_s)
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key(), timeout=self.timeout_s, max_retries=self.max_retries,
+                                         http_client=http)
         return self._client
+
+    def _failed(self, why: str) -> EmbeddingEndpointError:
+        "One line naming the endpoint (without credentials) and the model; no configured key value in it."
+        msg = f"embeddings from {public_url(self.base_url)} (model {self.model!r}){why}"
+        return EmbeddingEndpointError(redact(msg, key_values(self.api_key_env, self.base_url)))
 
     def _call(self, texts: list[str]) -> tuple[np.ndarray, int]:
         import openai
@@ -72,14 +82,17 @@ class OpenAICompatibleEmbedder:
         try:
             r = self.client().embeddings.create(model=self.model, input=list(texts), encoding_format="float", **kw)
         except openai.APIStatusError as e:
-            raise EmbeddingEndpointError(f"embeddings from {self.base_url} (model {self.model!r}) failed with HTTP {e.status_code} after "
-                                         f"{self.max_retries} retries: {str(e)[:200]}") from e
+            raise self._failed(f" failed with HTTP {e.status_code} after {self.max_retries} retries: {str(e)[:200]}") from None
         except (openai.APIConnectionError, openai.APITimeoutError) as e:
-            raise EmbeddingEndpointError(f"embeddings from {self.base_url} (model {self.model!r}): {type(e).__name__} after "
-                                         f"{self.max_retries} retries; is the server up?") from e
+            if problem := certificate_problem(e):
+                raise self._failed(f": the TLS certificate cannot be verified ({problem}); if it comes from a private or self-signed "
+                                   f"authority, export SSL_CERT_FILE=/path/to/its-ca.pem and run again") from None
+            raise self._failed(f": {type(e).__name__} after {self.max_retries} retries; is the server up?") from None
+        except LLMError as e:   # the guarded transport: a deadline, a redirect to another host, a body past its bound
+            raise self._failed(f": {e.reason}") from None
         rows = sorted(r.data, key=lambda d: d.index)
         if len(rows) != len(texts):
-            raise EmbeddingEndpointError(f"embeddings from {self.base_url} (model {self.model!r}): {len(rows)} vectors for {len(texts)} texts")
+            raise self._failed(f": {len(rows)} vectors for {len(texts)} texts")
         m = l2_normalise([d.embedding for d in rows])
         tokens = int(getattr(getattr(r, "usage", None), "prompt_tokens", 0) or 0)
         return m, tokens

@@ -316,11 +316,19 @@ def _rejects_format(e: Exception) -> bool:
     return s >= 500 or (s in (400, 422) and any(w in msg for w in ("response_format", "json_schema", "json_object", "schema", "grammar")))
 
 # %% ../../nbs/11_llm.ipynb #helpers
-def key_values(api_key_env: str | None = None) -> list[str]:
+def key_values(api_key_env: str | None = None, url: str | None = None) -> list[str]:
     """The values of every configured API key: the variable `api_key_env` names, `OPENAI_API_KEY` and every `*_API_KEY` of
-    the environment, longest first. No error, warning or stored reply of the LLM layer holds one (`redact`)."""
+    the environment, and credentials written inside `url` (as written, and as the Basic authorization the client sends for
+    them), longest first. No error, warning or stored reply of the LLM layer holds one (`redact`)."""
+    import base64
+    from urllib.parse import unquote, urlsplit
     names = {n for n in os.environ if n.endswith("_API_KEY")} | {"OPENAI_API_KEY"} | ({api_key_env} if api_key_env else set())
-    return sorted({os.environ[n] for n in names if os.environ.get(n)}, key=len, reverse=True)
+    found = {os.environ[n] for n in names if os.environ.get(n)}
+    userinfo = urlsplit(url).netloc.rpartition("@")[0] if url else ""
+    if userinfo:
+        user, _, password = (unquote(x) for x in userinfo.partition(":"))
+        found |= {userinfo, password, base64.b64encode(f"{user}:{password}".encode()).decode()} - {""}
+    return sorted(found, key=len, reverse=True)
 
 
 def retry_after(e: BaseException) -> float | None:
@@ -403,18 +411,17 @@ def _within(seconds: float, message: str, fn: Callable):
 _GUARDED: dict = {}
 
 
-def guarded_http_client(max_reply_bytes: int, **kw):
+def guarded_http_client(max_reply_bytes: int, request_deadline_s: float | None = None, **kw):
     """The HTTP client under the openai client (openai's default client, its proxies and `SSL_CERT_FILE` included), with a
     guard on every request: a redirect to another host is refused (`RedirectRefused`, naming both hosts); a body is read
-    only up to `max_reply_bytes` (`ReplyTooLarge`); each read is bounded by what is left of the call's deadline, and a body
-    still arriving at the deadline is ended (`CallTimedOut`)."""
+    only up to `max_reply_bytes` (`ReplyTooLarge`); each read is bounded by what is left of the call's deadline (`_within`'s,
+    else `request_deadline_s` from the request's start), and a body still arriving at the deadline is ended (`CallTimedOut`)."""
     if not _GUARDED:
         import httpx2, openai
 
         class _Body(httpx2.SyncByteStream):
-            def __init__(self, inner, url, limit: int):
-                self.inner, self.url, self.limit = inner, url, limit
-                self.at, self.message = getattr(_deadline, "at", None), getattr(_deadline, "message", "")
+            def __init__(self, inner, url, limit: int, at: float | None, message: str):
+                self.inner, self.url, self.limit, self.at, self.message = inner, url, limit, at, message
 
             def __iter__(self):
                 n = 0
@@ -429,10 +436,14 @@ def guarded_http_client(max_reply_bytes: int, **kw):
             def close(self): self.inner.close()
 
         class _Guard(httpx2.BaseTransport):
-            def __init__(self, inner, limit: int): self.inner, self.limit = inner, limit
+            def __init__(self, inner, limit: int, deadline_s: float | None):
+                self.inner, self.limit, self.deadline_s = inner, limit, deadline_s
 
             def handle_request(self, request):
-                at = getattr(_deadline, "at", None)
+                at, message = getattr(_deadline, "at", None), getattr(_deadline, "message", "")
+                if at is None and self.deadline_s:
+                    at = time.monotonic() + self.deadline_s
+                    message = f"no complete reply, timed out after {self.deadline_s:g} s (timeout_s)"
                 if at is not None:   # no single read may outlast the call's deadline
                     left = max(0.05, at - time.monotonic())
                     t = request.extensions.get("timeout") or {}
@@ -447,18 +458,18 @@ def guarded_http_client(max_reply_bytes: int, **kw):
                         raise RedirectRefused(f"endpoint {h}:{p} redirects (HTTP {response.status_code}) to another host, {th}:{tp}; "
                                               f"the lab does not follow a redirect to another server: set base_url to the server "
                                               f"you mean ({public_url(str(target.copy_with(path='/', query=None)))})")
-                response.stream = _Body(response.stream, request.url, self.limit)
+                response.stream = _Body(response.stream, request.url, self.limit, at, message)
                 return response
 
         class GuardedClient(openai.DefaultHttpxClient):
-            def __init__(self, max_reply_bytes: int, **kw):
+            def __init__(self, max_reply_bytes: int, request_deadline_s: float | None = None, **kw):
                 super().__init__(**kw)
-                self._reply_limit = int(max_reply_bytes)
+                self._reply_limit, self._deadline_s = int(max_reply_bytes), request_deadline_s
 
-            def _transport_for_url(self, url): return _Guard(super()._transport_for_url(url), self._reply_limit)
+            def _transport_for_url(self, url): return _Guard(super()._transport_for_url(url), self._reply_limit, self._deadline_s)
 
         _GUARDED["client"] = GuardedClient
-    return _GUARDED["client"](max_reply_bytes, **kw)
+    return _GUARDED["client"](max_reply_bytes, request_deadline_s, **kw)
 
 # %% ../../nbs/11_llm.ipynb #06971e10_1
 class LLM:
@@ -540,7 +551,7 @@ class LLM:
 
     def scrub(self, e: LLMError) -> LLMError:
         "`e` with every configured key value (and anything shaped like a key) taken out of its reason and raw text; in place."
-        secrets = key_values(self.api_key_env)
+        secrets = key_values(self.api_key_env, self.base_url)
         e.reason = redact(e.reason, secrets)
         e.args = (e.reason, *e.args[1:])
         if e.raw: e.raw = redact(e.raw, secrets)
@@ -775,7 +786,7 @@ def _chat(self: LLM, messages, stage, system, prompt_version, schema, allow_empt
     if hit is not None:
         self.ledger.add(stage, system, cache_hits=1, replayed_prompt_tokens=hit["prompt_tokens"],
                         replayed_completion_tokens=hit["completion_tokens"], replayed_model_ms=round(hit.get("latency_ms") or 0))
-        reply = Reply(redact(hit["text"], key_values(self.api_key_env)), hit["prompt_tokens"], hit["completion_tokens"],
+        reply = Reply(redact(hit["text"], key_values(self.api_key_env, self.base_url)), hit["prompt_tokens"], hit["completion_tokens"],
                       hit["latency_ms"], True, hit["model"], key, hit.get("finish_reason"))
     else:
         self.ledger.add(stage, system, **({"cache_misses": 1} if cacheable else {"uncached": 1}))
@@ -831,7 +842,7 @@ def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
             last = LLMError(f"empty reply from {self.endpoint}: no choices"); break
         ch = r.choices[0]
         text, finish = (ch.message.content if ch.message else None) or "", ch.finish_reason
-        text = redact(text, key_values(self.api_key_env))   # an endpoint that quotes the key back never gets it stored
+        text = redact(text, key_values(self.api_key_env, self.base_url))   # an endpoint that quotes the key back never gets it stored
         if len(text) > (bound := reply_bound(request["sampling"].get("max_tokens"))):
             # far past the token limit asked: kept only up to a bound, flagged like a reply cut at the limit, counted
             text, finish = text[:bound], "length"
