@@ -19,10 +19,12 @@ from test_peers import FIXTURE, ROOT, built_env, nano_reply
 
 
 def _write_run(folder, system, index, packs, metrics=None):
+    "What a finished run leaves: each artifact with its completion record (fanin.files)."
+    from fanin.files import atomic_write
     folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps({"system": system, "index": index}))
-    (folder / "packs.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps(p) + "\n" for p in packs).encode()))
-    if metrics is not None: pd.DataFrame(metrics).to_csv(folder / "metrics.csv", index=False)
+    atomic_write(folder / "manifest.json", json.dumps({"system": system, "index": index}))
+    atomic_write(folder / "packs.jsonl.gz", gzip.compress("".join(json.dumps(p) + "\n" for p in packs).encode()))
+    if metrics is not None: atomic_write(folder / "metrics.csv", pd.DataFrame(metrics).to_csv(index=False))
 
 
 def test_cost_table_keeps_the_lab_systems_and_takes_domains_from_metrics(tmp_path):
