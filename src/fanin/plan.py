@@ -19,7 +19,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from .config import ConfigError, check_params, config_dir, instantiate, k_for, resolve_path, system_hash
-from .llm import LLM, LLMError, Ledger
+from .llm import LLM, LLMError, Ledger, read_ledger
 
 # %% auto #0
 __all__ = ['STANDIN_CHARS', 'PLAN_COLUMNS', 'Rate', 'bench_rates', 'cache_records', 'llm_rate', 'embed_rate', 'parse_rate',
@@ -582,7 +582,7 @@ def plan_vs_run(p: Plan, folders) -> dict:
     "The plan's to-do requests, tokens, windows and seconds beside what the runs in `folders` did, with estimated / actual ratios."
     act = {"llm_requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "llm_seconds": 0.0, "windows": 0, "embed_seconds": 0.0, "wall_seconds": 0.0}
     for f in map(Path, folders):
-        led = json.loads((f / "ledger.json").read_text()) if (f / "ledger.json").exists() else {}
+        led = read_ledger(f / "ledger.json") or {}
         act["llm_requests"] += led.get("calls", 0) - led.get("retries", 0)
         act["prompt_tokens"] += led.get("prompt_tokens", 0); act["completion_tokens"] += led.get("completion_tokens", 0)
         act["llm_seconds"] += led.get("model_ms", 0) / 1000
