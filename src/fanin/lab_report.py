@@ -17,6 +17,7 @@ from .components import read_manifest
 from .config import compose, resolve_path
 from .files import atomic_open, atomic_write, unfinished
 from .fingerprints import DamagedFile
+from .llm import read_ledger
 from .metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
@@ -101,7 +102,7 @@ def answer_setting_line(folders) -> str:
     dirs = answer_dirs(folders)
     if not dirs: return "no judged answers"
     am = [read_manifest(d) for d in dirs]
-    led = [json.loads((Path(f) / "ledger.json").read_text()) for f in folders if (Path(f) / "ledger.json").exists()]
+    led = [x for f in folders if (x := read_ledger(Path(f) / "ledger.json")) is not None]
     tot = {k: sum(l.get(k, 0) for l in led) for k in ("requests", "calls", "cache_hits", "cache_misses", "failures",
                                                        "prompt_tokens", "completion_tokens")}
     hr = tot["cache_hits"] / (tot["cache_hits"] + tot["cache_misses"]) if tot["cache_hits"] + tot["cache_misses"] else float("nan")

@@ -96,9 +96,10 @@ def run_llm(manifest: dict) -> str:
 
 
 def _runs(folders) -> dict[str, tuple[Path, dict]]:
+    from fanin.components import read_manifest
     out = {}
     for f in map(Path, folders):
-        man = json.loads((f / "manifest.json").read_text())
+        man = read_manifest(f)   # a finished run's manifest; an unfinished one is named, never read
         if man["system"] in out:
             raise ValueError(f"two runs of system {man['system']!r} ({out[man['system']][0].name}, {f.name}): a paradigm table "
                              f"compares one run per system; pass the folders of one experiment and one k")
