@@ -112,6 +112,13 @@ def _drifted(home: Path):
     p.write_text(json.dumps(nb))
 
 
+def _rerun_answers(w, f):
+    "The answer run the fault's `prepare` made, run again against a fresh stand-in (its replies come from the LLM cache)."
+    from fault_run import answer_args
+    from openai_standin import StandIn
+    with StandIn() as st: return w.run(answer_args(w, st, "reader_llm.context_tokens=4096"))
+
+
 def extra_faults() -> list:
     F = []
     i = lambda *a, **k: F.append(Fault("interruption", *a, **k))
@@ -140,6 +147,12 @@ def extra_faults() -> list:
       args=lambda w: ["run", *w.ov("system=bm25", f'dataset.root="{w.base / "données-ü"}"')], env={"LC_ALL": "C", "LANG": "C"},
       check=lambda w, r: metrics_ok(w, r))
     v("fanin sweep on a missing domain", "stop", args=lambda w: ["sweep", *w.ov("experiment=topk", "sweep.domain=atlantis")], expect=("atlantis",))
+
+    k = lambda *a, **kw: F.append(Fault("caches", *a, **kw))
+    k("ledger.json cut after a finished run with answers", "survive", prepare="answers", args=lambda w: [], runner=_rerun_answers,
+      setup=lambda w: [f.write_text(f.read_text()[: len(f.read_text()) // 2]) for f in w.out.glob("faults/*/ledger.json")],
+      check=lambda w, r: all(json.loads(f.read_text()).get("requests") is not None for f in w.out.glob("faults/*/ledger.json"))
+      and bool(list(w.out.glob("faults/*/ledger.json"))))
 
     c = lambda *a, **k: F.append(Fault("config", *a, **k))
     c("experiment_name=../../x", "stop", args=lambda w: run_bm25(w, "experiment_name=../../x"), expect=("experiment_name", "plain name"))
