@@ -332,12 +332,21 @@ def run_fault(f: Fault, keep: bool = False) -> dict:
         outcome = classify(f, w, r, before)
         said = (r.stderr if r.returncode else r.stdout) or ""   # what the user reads last: the error, or the run's last line
         tail = (said.strip().splitlines() or [""])[-1][:240]
+    except subprocess.TimeoutExpired as e:   # the command did not end within its time: a hang, never a pass
+        outcome, tail = "hang", f"no exit within {e.timeout:g} s: {' '.join(map(str, e.cmd))[:200]}"
     except Exception as e:   # the fault run's own failure is reported, not hidden
         outcome, tail = "harness error", f"{type(e).__name__}: {e}"[:240]
     finally:
         if not keep: shutil.rmtree(base, ignore_errors=True)
     return {"category": f.category, "fault": f.name, "expected": f.kind, "outcome": outcome, "seconds": round(time.time() - t0, 1),
             "message": tail}
+
+
+def machine() -> str:
+    "The machine the run was made on, as the README's Measured table names machines: cores, CPU model, memory."
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), "unknown CPU")
+    mem = next((int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")), 0)
+    return f"{os.cpu_count()} cores, {cpu}, {mem / 2**20:.0f} GB"
 
 
 def main(argv=None):
@@ -357,7 +366,9 @@ def main(argv=None):
     print(f"faults={len(rows)} " + " ".join(f"{k.replace(' ', '_')}={v}" for k, v in sorted(counts.items())))
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "faults": len(rows), "counts": counts, "rows": rows}, indent=1))
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        Path(a.json).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "machine": machine(), "commit": commit, "faults": len(rows),
+                                            "counts": counts, "rows": rows}, indent=1))
     bad = sum(v for k, v in counts.items() if k not in ("survived", "stopped (clear)"))
     sys.exit(1 if bad else 0)
 

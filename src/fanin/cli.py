@@ -550,7 +550,8 @@ def _check_outputs_writable(overrides):
     without permission, a name too long or a full disk stops here, in one line, instead of deep inside a stage."""
     import os, tempfile
     from fanin.files import environment_error
-    out = resolve_path(compose(overrides).paths.outputs)
+    from fanin.config import check_params
+    out = resolve_path(check_params(compose(overrides)).paths.outputs)   # a file where the folder should be is named there
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".fanin-write-check.", dir=out)
