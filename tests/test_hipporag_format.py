@@ -184,7 +184,7 @@ def test_a_file_that_is_a_fifo_is_named_not_read(tmp_path, name):
 
 
 def test_the_real_samples_hold_no_repeats(tmp_path):
-    if not SAMPLES.is_dir(): pytest.fail(f"the HippoRAG-format samples are expected at {SAMPLES} (../shared beside the checkout)")
+    need_real_data(SAMPLES, "the HippoRAG-format samples")
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -28,7 +28,23 @@ def test_notebooks_are_clean():
         assert "/work/" not in nb.read_text() and "/home/" not in nb.read_text(), f"{nb.name} holds a machine path"
 
 
+# the notebooks whose examples read the real WildGraphBench release (the loader's checks on it, the report over real runs)
+REAL_DATA_NOTEBOOKS = ("03_wildgraphbench.ipynb", "08_lab_report.ipynb")
+
+
+def _nbdev_test(*args):
+    r = subprocess.run([str(BIN / "nbdev-test"), "--n-workers", "1", *args], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
 def test_notebook_examples_run():
     "The examples and checks beside the code in nbs/ (the paper notebooks 9x are run by papermill tests instead)."
-    r = subprocess.run([str(BIN / "nbdev-test"), "--skip-file-re", "^9", "--n-workers", "1"], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    _nbdev_test("--skip-file-re", "^9|" + "|".join(n.replace(".", r"\.") for n in REAL_DATA_NOTEBOOKS))
+
+
+def test_notebook_examples_on_the_real_data_run():
+    "The notebooks whose examples read the real data: skipped, saying so, where it is not beside the checkout."
+    from conftest import need_real_data
+    from fanin.wildgraphbench import default_root
+    need_real_data(default_root() / "QA", "the real WildGraphBench data (read by " + ", ".join(REAL_DATA_NOTEBOOKS) + ")")
+    _nbdev_test("--file-re", "|".join(n.replace(".", r"\.") for n in REAL_DATA_NOTEBOOKS))

@@ -377,6 +377,7 @@ def topk_frame(overrides) -> pd.DataFrame | None:
     from fanin.pipeline import collect
     base = sweep_overrides(overrides)
     cfg = compose(base)
+    if not (resolve_path(cfg.paths.outputs) / cfg.experiment_name).is_dir(): return None   # no sweep has run: no data to load
     rows = []
     for s in cfg.sweep.systems:
         for k in cfg.sweep.ks:

@@ -186,7 +186,6 @@ class WildGraphBench:
         return fetch(Path(dest) if dest else default_root())
 
     def __init__(self, root=None, domains="all", clean: bool = True, name: str = DATASET, unresolved_refs: str = "warn"):
-        self.root = resolve_root(root)
         if domains in (None, "all"): domains = DOMAINS
         if isinstance(domains, str): domains = [domains]
         bad = [d for d in domains if d not in DOMAINS]
@@ -195,6 +194,7 @@ class WildGraphBench:
         if unresolved_refs not in UNRESOLVED_POLICIES:
             raise ConfigError(f"dataset.unresolved_refs={unresolved_refs!r}: expected one of {', '.join(UNRESOLVED_POLICIES)} "
                               f"(dataset.unresolved_refs=warn loads and warns, =fail stops)")
+        self.root = resolve_root(root)   # after the arguments: a misspelt domain is named even where the data is missing
         self.domains = list(domains)
         self.clean = clean
         self.unresolved_refs = unresolved_refs
