@@ -28,8 +28,8 @@ def test_notebooks_are_clean():
         assert "/work/" not in nb.read_text() and "/home/" not in nb.read_text(), f"{nb.name} holds a machine path"
 
 
-# the notebooks whose examples read the real WildGraphBench release (the loader's checks on it, the report over real runs)
-REAL_DATA_NOTEBOOKS = ("03_wildgraphbench.ipynb", "08_lab_report.ipynb")
+# the notebooks whose examples read the real WildGraphBench release (the loader's checks on it, the report, the CLI and the bench on it)
+REAL_DATA_NOTEBOOKS = ("03_wildgraphbench.ipynb", "08_lab_report.ipynb", "09_cli.ipynb", "10_bench.ipynb")
 
 
 def _nbdev_test(*args):
