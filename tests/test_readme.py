@@ -85,3 +85,15 @@ def test_the_scale_table_is_the_kept_record():
     want = scale_summary(json.loads((ROOT / "data" / "measured" / "scale.json").read_text()))
     assert m.group(1).strip() == want.strip(), "README's scale table differs from data/measured/scale.json (see this test's docstring)"
     assert "data/measured/scale.png" in README, "README should show the scale figure"
+
+
+def test_the_fault_run_line_is_the_kept_record():
+    "The Measured table's fault-run line gives data/measured/faults.json's counts, date and machine, and nothing else."
+    import json
+    rec = json.loads((ROOT / "data" / "measured" / "faults.json").read_text())
+    (line,) = [l for l in _section("Measured").splitlines() if l.startswith("| the fault run |")]
+    c = rec["counts"]
+    bad = sum(v for k, v in c.items() if k not in ("stopped (clear)", "survived"))
+    want = (f"| the fault run | {rec['faults']} kinds of fault: {c.get('stopped (clear)', 0)} clear stops, {c.get('survived', 0)} correct "
+            f"results, {bad} tracebacks, hangs, silent wrong results, leaks or data lost | {rec['date']} | {rec['machine']} |")
+    assert line.startswith(want), f"README's fault-run line differs from faults.json:\n  {line}\nexpected it to start\n  {want}"
