@@ -355,6 +355,8 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--keep", action="store_true", help="keep each fault's workspace")
     a = ap.parse_args(argv)
+    # the code the faults run against: the commit at the start, marked dirty when the tree differs from it
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     rows = []
     for f in faults():
         if a.only and a.only.lower() not in f.name.lower(): continue
@@ -366,7 +368,6 @@ def main(argv=None):
     print(f"faults={len(rows)} " + " ".join(f"{k.replace(' ', '_')}={v}" for k, v in sorted(counts.items())))
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
         Path(a.json).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "machine": machine(), "commit": commit, "faults": len(rows),
                                             "counts": counts, "rows": rows}, indent=1))
     bad = sum(v for k, v in counts.items() if k not in ("survived", "stopped (clear)"))
