@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['completion_record', 'record_finished', 'atomic_open', 'atomic_write', 'unfinished', 'finished', 'environment_error']
+__all__ = ['file_digest', 'completion_record', 'record_finished', 'atomic_open', 'atomic_write', 'unfinished', 'finished',
+           'environment_error']
 
 # %% ../../nbs/02a_files.ipynb #c33fc93a
 _UMASK = os.umask(0o022); os.umask(_UMASK)   # read once: the permissions a plainly created file would get
@@ -28,9 +29,10 @@ def _temp_for(path: Path) -> Path:
     return Path(name)
 
 # %% ../../nbs/02a_files.ipynb #ae9713df
-def _sha256(path: Path) -> str:
+def file_digest(path) -> str:
+    "sha256 of a file's bytes, read in 1 MiB blocks (the completion records' and the data releases' checksum)."
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(Path(path), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""): h.update(block)
     return h.hexdigest()
 
@@ -44,7 +46,7 @@ def completion_record(path) -> Path:
 def record_finished(path) -> dict:
     "Write `path`'s completion record (its size and sha256) now that it is complete and in place."
     path = Path(path)
-    rec = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    rec = {"bytes": path.stat().st_size, "sha256": file_digest(path)}
     r = completion_record(path)
     tmp = _temp_for(r)
     try:
@@ -94,7 +96,7 @@ def unfinished(path) -> str | None:
     except (OSError, ValueError): return "its completion record is damaged"
     size = path.stat().st_size
     if not isinstance(rec, dict) or rec.get("bytes") != size: return f"it is {size} bytes, its completion record says {rec.get('bytes') if isinstance(rec, dict) else '?'}: cut or changed after it was written"
-    if rec.get("sha256") != _sha256(path): return "its bytes differ from its completion record: changed after it was written"
+    if rec.get("sha256") != file_digest(path): return "its bytes differ from its completion record: changed after it was written"
     return None
 
 

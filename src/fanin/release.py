@@ -13,9 +13,11 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from .files import file_digest   # standard library only, like this module
+
 # %% auto #0
-__all__ = ['RELEASES', 'MIRROR_ENV', 'OFFLINE_ENV', 'ReleaseError', 'file_sha256', 'tree_digest', 'present', 'verify', 'fetch',
-           'fix_line', 'params_paths', 'ensure', 'main']
+__all__ = ['RELEASES', 'MIRROR_ENV', 'OFFLINE_ENV', 'ReleaseError', 'tree_digest', 'present', 'verify', 'fetch', 'fix_line',
+           'params_paths', 'ensure', 'main']
 
 # %% ../../nbs/03a_release.ipynb #68fdb87c
 RELEASES = {
@@ -47,13 +49,6 @@ class ReleaseError(RuntimeError):
     "A release is missing and could not be fetched, or a fetched copy failed its checksum: one line, with the fix."
 
 # %% ../../nbs/03a_release.ipynb #8e0c9dd7
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""): h.update(block)
-    return h.hexdigest()
-
-
 def tree_digest(root, parts) -> str:
     "One sha256 over every file of `parts` under `root`: each file's POSIX path and sha256, in path order."
     root = Path(root)
@@ -63,7 +58,7 @@ def tree_digest(root, parts) -> str:
         files += [p] if p.is_file() else [x for x in p.rglob("*") if x.is_file()]
     h = hashlib.sha256()
     for f in sorted(files, key=lambda x: x.relative_to(root).as_posix()):
-        h.update(f"{f.relative_to(root).as_posix()}\0{file_sha256(f)}\n".encode("utf-8"))
+        h.update(f"{f.relative_to(root).as_posix()}\0{file_digest(f)}\n".encode("utf-8"))
     return h.hexdigest()
 
 # %% ../../nbs/03a_release.ipynb #b17195c1
@@ -84,7 +79,7 @@ def verify(name: str, folder) -> str | None:
         return None if got == r["sha256"] else f"its digest is {got[:12]}…, the pinned release's is {r['sha256'][:12]}…"
     for f, (_, sha) in r["files"].items():
         if not (folder / f).is_file(): return f"it lacks {f}"
-        if (got := file_sha256(folder / f)) != sha: return f"{f} has sha256 {got[:12]}…, the pinned release's is {sha[:12]}…"
+        if (got := file_digest(folder / f)) != sha: return f"{f} has sha256 {got[:12]}…, the pinned release's is {sha[:12]}…"
     return None
 
 # %% ../../nbs/03a_release.ipynb #652b9606
