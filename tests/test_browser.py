@@ -205,7 +205,8 @@ def test_notebook_renders_in_jupyterlab(browser, lab):
     assert title in heading.inner_text()
     # a code cell with the notebook's source in its editor
     code_cells = page.locator(".jp-Notebook .jp-CodeCell")
-    code_cells.first.wait_for(timeout=60_000)
+    # JupyterLab renders cells progressively (its windowed notebook fills in off-screen cells when idle): wait for the third
+    code_cells.nth(2).wait_for(state="attached", timeout=60_000)
     assert code_cells.count() >= 3
     first_code = next("".join(c["source"]) for c in nb_cells(LAB_NOTEBOOK) if c["cell_type"] == "code").splitlines()[0]
     editor = code_cells.first.locator(".cm-content")
