@@ -11,10 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fastcore.basics import patch
 
 from .nlp import ParsedCorpus, link_query, normalize_entity, parse_corpus
 from .schema import Corpus, Unit
-from .systems import System
+from .metrics import carries, doc_text
+from .systems import System, loss
 
 # %% auto #0
 __all__ = ['EDGE_READINGS', 'METHODS', 'CoMentionGraph', 'graph_stats', 'comention_stats', 'between_vertices', 'path2_sentences',
@@ -111,6 +113,7 @@ METHODS = {"graal": "frame", "graph_retrieve": "sentence", "entity_mention": Non
 class EntityGraphSystem(System):
     "GRAAL (`method='graal'`), GraphRetrieve (`'graph_retrieve'`) or the Entity + Mention baseline (`'entity_mention'`)."
     index_format = 2  # 1: parsed.pkl + graph.pkl (pickles); 2: parsed.npz + graph.npz (plain arrays)
+    locates = True    # `locate`: below, where an entity graph loses a page
     def __init__(self, name: str = "graal", method: str = "graal", edges: str = "path", nlp_cache: str | None = None,
                  n_process: int = 1, block_chars: int = 20_000, max_ngram: int = 6, progress: bool = False):
         super().__init__(name)
@@ -187,6 +190,45 @@ class EntityGraphSystem(System):
             units.append(Unit(doc_id=d, text=text, score=float(len(named.get(d, ()))), rank=r,
                               meta={"sentences": ss, "n_sentences": len(ss)}))
         return units
+
+# %% ../../nbs/19_graphs.ipynb #4de395ed
+@patch
+def _page_entities(self: EntityGraphSystem, doc_id: str) -> set[int]:
+    "The entities the page's sentences mention, and the entity the page is about (its title)."
+    ss = self.parsed.sentences_of_doc(doc_id)
+    ms = self.parsed.mention_sent
+    named = {int(e) for e in self.parsed.mention_entity[(ms >= ss.start) & (ms < ss.stop)]}
+    return named | {e for e, ds in self.pages.items() if doc_id in ds}
+
+
+@patch
+def _graph_hops(self: EntityGraphSystem, seeds, targets) -> float | None:
+    "Edges on the shortest co-mention path from any of `seeds` to any of `targets` (inf: none); None without a graph."
+    if self.graph is None: return None
+    frontier, seen, targets, dist = set(seeds), set(seeds), set(targets), 0
+    while frontier:
+        if frontier & targets: return float(dist)
+        frontier = {v for u in frontier for v in self.graph.adj.get(u, ())} - seen
+        seen |= frontier; dist += 1
+    return float("inf")
+
+
+@patch
+def locate(self: EntityGraphSystem, query, docs, instance=None):
+    self._need_index()
+    reached = {u.doc_id: u for u in self.retrieve(query, len(self.corpus))}
+    v1, out = self.link(query), {}
+    edges = "no sentence of the page names an entity of the question" if self.graph is None else \
+        "no sentence of the page lies on a kept edge (a path of at most 2 edges between the question's entities)"
+    for d in docs:
+        ents, u = self._page_entities(d), reached.get(d)
+        if u is None and not ents: out[d] = loss("not_indexed", "extraction: no entity found in the page")
+        elif u is None: out[d] = loss("unreachable", f"graph: {edges}" if v1 else "graph: the question links no entity",
+                                      hops=self._graph_hops(v1, ents))
+        elif not carries(u.text, doc_text(self.corpus[d])):
+            out[d] = loss("unreachable", f"graph: the {u.meta['n_sentences']} sentence(s) reached carry too little of the page")
+        else: out[d] = loss("ranked_out", rank=u.rank)
+    return out
 
 # %% ../../nbs/19_graphs.ipynb #2ee6cac6
 def graal_overall(hit_rate: float, avg_sentences: float) -> float:

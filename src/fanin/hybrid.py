@@ -56,6 +56,7 @@ class HybridSystem(ChunkedSystem):
     scores). The index holds both halves (`bm25/`, `dense/` inside the store); a unit's meta keeps each half's rank (None:
     outside that half's top `candidates`)."""
     name = "hybrid"
+    locates = True
 
     def __init__(self, embedder, name="hybrid", chunk_tokens=1200, chunk_overlap=100, window_tokens=200, k1=1.5, b=0.75,
                  weights=(1.0, 1.0), rrf_k: float = 60.0, candidates: int = 100, cache_path=None, progress: bool = False,
@@ -107,3 +108,10 @@ class HybridSystem(ChunkedSystem):
         for u in units:
             u.meta.update({"bm25_rank": pos[0].get(u.meta["chunk"]), "dense_rank": pos[1].get(u.meta["chunk"])})
         return units
+
+    def _deep(self, query, instance=None):
+        "The diagnosis: the whole fused list of candidates; a chunk in neither half's top `candidates` is never fused."
+        fused = fuse(*self.candidates_of(query, self.candidates), self.fusion, self.weights, self.rrf_k, self.alpha)
+        order = np.array([c for c, _ in fused], dtype=np.int64)
+        reach = np.zeros(len(self.chunks), dtype=bool); reach[order] = True
+        return order, reach, f"fusion: in neither half's top {self.candidates} candidates (BM25, dense), so never fused"

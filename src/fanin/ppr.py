@@ -49,6 +49,7 @@ class PPRSystem(ChunkedSystem):
     "HippoRAG-style retrieval: personalised PageRank over a passage–entity graph (`mode`: `ner` or `llm`)."
     name = "ppr"
     needs_llm = False
+    locates = True
     index_format = 2  # 1: ppr.pkl (pickle); 2: entities.json, ppr.npz, transition.npz (scipy sparse), bm25_tokens.json.gz
 
     def __init__(self, name="ppr", mode: str = "ner", chunk_tokens=1200, chunk_overlap=100, embedder=None,
@@ -194,3 +195,22 @@ def retrieve(self: PPRSystem, query, k, instance=None):
     x = personalized_pagerank(self.T, s, self.dangling, self.damping, self.max_iter, self.tol)
     idx, sc = top_k(x[: len(self.chunks)], k)
     return self._units(idx, sc)
+
+# %% ../../nbs/20_ppr.ipynb #333a63ef
+@patch
+def _deep(self: PPRSystem, query, instance=None):
+    s = self.seeds(query)
+    P = len(self.chunks)
+    if s.sum() == 0: return np.arange(0), np.zeros(P, dtype=bool), "graph: the question links no entity and shares no word with any passage"
+    x = personalized_pagerank(self.T, s, self.dangling, self.damping, self.max_iter, self.tol)[:P]
+    return top_k(x, int((x > 0).sum()))[0], x > 0, "graph: no path from the question's seed nodes reaches its passages"
+
+
+@patch
+def _hops(self: PPRSystem, query, chunks):
+    "Edges on the shortest path from any seed node to the nearest of `chunks` (inf: no path)."
+    from scipy.sparse.csgraph import dijkstra
+    seeds = np.flatnonzero(self.seeds(query))
+    if not len(seeds): return float("inf")
+    d = dijkstra(self.T, directed=False, indices=seeds, unweighted=True, min_only=True)
+    return float(d[chunks].min())

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import unit_docs
-from .systems import System
+from .systems import System, loss
 
 # %% auto #0
 __all__ = ['split_of', 'shape_features', 'FanInClassifier', 'llm_fan_in', 'train_dataset_node', 'RouterSystem', 'routing_report']
@@ -164,6 +164,20 @@ class RouterSystem(System):
             meta["region_docs"] = len(region)
             units = inside + [u for u in wide if u not in inside][: k - len(inside)]
         return [u.model_copy(update={"rank": r, "meta": {**u.meta, **meta}}) for r, u in enumerate(units, start=1)]
+
+    @property
+    def locates(self) -> bool: return self.fine.locates   # it answers through its fine component
+
+    def locate(self, query, docs, instance=None):
+        """Where the routed pack lost each page: the fine component's own step, unless the question went coarse-to-fine and the
+        coarse pass never reached the page, which the fine component could reach: then the route lost it (`unreachable`)."""
+        self._need_index()
+        fine = self.fine.locate(query, docs, instance)
+        if self.p_multi(query) < 0.5: return {d: {**l, "how": f"routed fine; {l['how']}".rstrip("; ")} for d, l in fine.items()}
+        region = {d for u in self.coarse.retrieve(query, self.coarse_k, instance) for d in unit_docs(u)}
+        return {d: loss("unreachable", f"router: routed coarse-to-fine, and the coarse pass (top {self.coarse_k}) never reached the page")
+                if l["step"] == "ranked_out" and d not in region else {**l, "how": f"routed coarse-to-fine; {l['how']}".rstrip("; ")}
+                for d, l in fine.items()}
 
 # %% ../../nbs/22_router.ipynb #b654feb0
 def routing_report(router_folder, component_folders=(), bins=None) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from .files import atomic_write, unfinished
+from .metrics import carries, doc_text
 from .schema import Corpus, Instance, Unit
 from .text import chunk_spans, lexical_tokens
 
 # %% auto #0
-__all__ = ['BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished', 'read_json', 'System', 'Chunk',
-           'chunk_corpus', 'ChunkedSystem', 'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25',
-           'BM25System', 'window_index', 'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem',
+__all__ = ['LOSS_STEPS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished', 'read_json', 'System',
+           'loss', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'save_bm25',
+           'load_bm25', 'BM25System', 'window_index', 'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem',
            'OracleSystem', 'ClosedBookSystem']
 
 # %% ../../nbs/05_systems.ipynb #920c2841
@@ -137,12 +138,31 @@ class System:
     def retrieve(self, query: str, k: int, instance: Instance | None = None) -> list[Unit]:
         raise NotImplementedError
 
+    locates = False   # True: `locate` names where this system's own structure lost a document (the diagnosis)
+    uses_gold = False  # True: its packs read the gold pages (the oracle): a ceiling, not a system a router could choose
+
+    def locate(self, query: str, docs: list[str], instance: Instance | None = None) -> dict[str, dict]:
+        """Where each of `docs` (gold documents one of this system's packs missed) was lost: document id -> `loss(step, ...)`,
+        the first step of `LOSS_STEPS` that lost it. A system that cannot look inside its own index (a peer, or one that has not
+        said) answers `unknown` for every document, and the diagnosis counts that share."""
+        return {d: loss("unknown", f"{type(self).__name__} does not say where its index loses a document") for d in docs}
+
     def stats(self) -> dict:
         "Index seconds and bytes, unit counts and whatever else the system reports."
         return dict(self._stats)
 
     def _need_index(self):
         if self.corpus is None: raise RuntimeError(f"{self.name}: call index(corpus) before retrieve()")
+
+# %% ../../nbs/05_systems.ipynb #7c654965
+LOSS_STEPS = ("not_indexed", "unreachable", "ranked_out", "cut", "unknown")
+
+
+def loss(step: str, how: str = "", rank: int | None = None, hops: float | None = None) -> dict:
+    "One located loss: its step (one of `LOSS_STEPS`), how in words, the best unit's rank (`ranked_out`) and the hop distance (graphs)."
+    if step not in LOSS_STEPS: raise ValueError(f"loss step {step!r}: expected one of {', '.join(LOSS_STEPS)}")
+    if step == "ranked_out" and (rank is None or rank < 1): raise ValueError(f"a ranked_out loss needs the rank of its best unit, not {rank!r}")
+    return {"step": step, "how": how, "rank": rank, "hops": hops}
 
 # %% ../../nbs/05_systems.ipynb #45509765
 @dataclass(frozen=True)
@@ -181,6 +201,42 @@ class ChunkedSystem(System):
         spans = np.load(folder / "chunks.npy", allow_pickle=False)
         docs = json.loads((folder / "chunk_docs.json").read_text())
         self.chunks = [Chunk(d, int(a), int(b)) for d, (a, b) in zip(docs, spans)]
+
+    locates = False   # a chunked system that says how its search reaches chunks (`_deep`) sets it
+
+    def _deep(self, query: str, instance=None) -> tuple[np.ndarray, np.ndarray, str]:
+        """For the diagnosis only: the chunks the query reaches, best first (every chunk a ranked search would return), a mask
+        of the reachable chunks, and why the others are out of reach, in words. Each chunked system says this of its own search."""
+        raise NotImplementedError(f"{type(self).__name__}: a chunked system that locates says how it reaches its chunks (_deep)")
+
+    def _hops(self, query: str, chunks: list[int]) -> float | None:
+        "The graph distance from the query's seeds to the nearest of `chunks` (systems with a graph); None elsewhere."
+        return None
+
+    def chunks_of(self, doc_id: str) -> list[int]:
+        "The chunks cut from one document, in order."
+        if getattr(self, "_doc_chunks", (None, None))[0] is not self.chunks:
+            by: dict[str, list[int]] = {}
+            for i, c in enumerate(self.chunks): by.setdefault(c.doc_id, []).append(i)
+            self._doc_chunks = (self.chunks, by)
+        return self._doc_chunks[1].get(doc_id, [])
+
+    def locate(self, query, docs, instance=None):
+        """A missed page is `not_indexed` when none of its chunks carries its wording, `unreachable` when the search cannot
+        reach any chunk that does (`_deep` says why), else `ranked_out` at the rank of its best such chunk in the whole ranking."""
+        if not self.locates: return super().locate(query, docs, instance)
+        self._need_index()
+        order, reach, why = self._deep(query, instance)
+        rank = np.zeros(len(self.chunks), dtype=np.int64)
+        rank[order] = np.arange(1, len(order) + 1)
+        out = {}
+        for d in docs:
+            own = [i for i in self.chunks_of(d) if d in self.corpus and carries(self.chunk_text(i), doc_text(self.corpus[d]))]
+            near = [i for i in own if reach[i]]
+            out[d] = (loss("not_indexed", "chunking: no chunk holds the page's wording") if not own else
+                      loss("unreachable", why, hops=self._hops(query, own)) if not near else
+                      loss("ranked_out", rank=int(rank[near].min())))
+        return out
 
 
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -250,6 +306,7 @@ def load_bm25(path):
 class BM25System(ChunkedSystem):
     "Okapi BM25 over chunks, on bm25s's sparse matrices (default) or rank-bm25 (`backend=rank_bm25`, the papers' library)."
     name = "bm25"
+    locates = True
     index_format = 2  # 1: bm25.pkl (a pickled BM25Okapi); 2: bm25_tokens.json.gz
 
     def __init__(self, name="bm25", chunk_tokens=1200, chunk_overlap=100, k1=1.5, b=0.75, backend: str = "bm25s",
@@ -278,6 +335,11 @@ class BM25System(ChunkedSystem):
         if not q or self.bm25 is None: return []  # no query terms: BM25 has nothing to rank by
         idx, sc = top_k(np.asarray(self.bm25.get_scores(q)), k)
         return self._units(idx, sc)
+
+    def _deep(self, query, instance=None):
+        q = lexical_tokens(query)
+        s = np.asarray(self.bm25.get_scores(q)) if q and self.bm25 is not None else np.zeros(len(self.chunks))
+        return top_k(s, len(s))[0], s > 0, "lexical: no term of the question occurs in its chunks (BM25 scores them 0)"
 
 # %% ../../nbs/05_systems.ipynb #4f1028d0
 def _search_one_thread(index, q, k):
@@ -336,6 +398,7 @@ class DenseSystem(ChunkedSystem):
     """Dense flat retrieval: chunks scored by the best inner product of their embedded windows (faiss: exact `IndexFlatIP`, or
     past `ann.min_windows` windows an approximate index, `window_index`)."""
     name = "dense"
+    locates = True
 
     def __init__(self, embedder, name="dense", chunk_tokens=1200, chunk_overlap=100, window_tokens=200,
                  cache_path=None, progress: bool = False, windows: str = "chunk", ann: dict | None = None):
@@ -413,6 +476,17 @@ class DenseSystem(ChunkedSystem):
         items = sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]
         return self._units([i for i, _ in items], [s for _, s in items])
 
+    def _deep(self, query, instance=None):
+        "Every window searched: a chunk scores its best window; one whose windows an approximate index never returns is out of reach."
+        best = np.full(len(self.chunks), -np.inf)
+        if self.faiss_index.ntotal:
+            D, I = _search_one_thread(self.faiss_index, self.embedder.encode([query]).astype(np.float32), self.faiss_index.ntotal)
+            ok = I[0] >= 0
+            np.maximum.at(best, self.window_owner[I[0][ok]], D[0][ok])
+        reach = np.isfinite(best)
+        return top_k(np.where(reach, best, -np.inf), int(reach.sum()))[0], reach, \
+            "approximate search: the window index never returned its windows"
+
 # %% ../../nbs/05_systems.ipynb #457e17e1
 class LongContextSystem(System):
     "AuthTrace's fixed-order baseline: documents sorted by name, title prepended, concatenated until `budget_chars`."
@@ -442,10 +516,19 @@ class LongContextSystem(System):
         self._need_index()
         return [u.model_copy() for u in self.units]
 
+    locates = True
+
+    def locate(self, query, docs, instance=None):
+        "The slice is the index: a page past the budget, or cut so short it carries none of its wording, was never in it."
+        held = {u.doc_id for u in self.units}
+        return {d: loss("not_indexed", f"the fixed slice ends at {self.budget_chars:,} characters before this page" if d not in held
+                        else "the budget cut the page before any of its wording") for d in docs}
+
 
 class OracleSystem(System):
     "The gold documents themselves (needs the instance)."
     name = "oracle"
+    uses_gold = True
 
     def retrieve(self, query, k, instance=None):
         self._need_index()
@@ -455,6 +538,12 @@ class OracleSystem(System):
             raise KeyError(f"instance {instance.id}: gold document(s) {missing[:3]} are not in corpus {self.corpus.name}")
         return [Unit(doc_id=g, text=self.corpus[g].text, score=1.0, rank=r) for r, g in enumerate(instance.gold_docs, start=1)]
 
+    locates = True
+
+    def locate(self, query, docs, instance=None):
+        "The pack is the gold pages themselves: one it misses has no wording to carry."
+        return {d: loss("not_indexed", "the page has no wording a unit could carry") for d in docs}
+
 
 class ClosedBookSystem(System):
     "No evidence at all: the empty pack."
@@ -462,3 +551,8 @@ class ClosedBookSystem(System):
 
     def retrieve(self, query, k, instance=None):
         return []
+
+    locates = True
+
+    def locate(self, query, docs, instance=None):
+        return {d: loss("not_indexed", "closed book: no index at all") for d in docs}

@@ -31,6 +31,7 @@ class WikiSystem(DenseSystem):
     "Theme pages with provenance, compiled by the LLM; retrieval is a bounded search / read loop returning source passages."
     name = "wiki"
     needs_llm = True
+    locates = False   # its pages and read loop are not the dense search it inherits: it does not say where it loses a page
 
     def __init__(self, embedder, name="wiki", chunk_tokens=1200, chunk_overlap=100, window_tokens=200, chunks_per_page: int = 6,
                  max_pages: int = 40, page_chars: int = 6000, max_calls: int = 8, patience: int = 2, prompt: str = "wiki_page",
