@@ -119,3 +119,15 @@ def test_diagnose_end_to_end_on_the_fixture(tiny_overrides):
     assert (Path(out) / "figures" / "test_loss.png").exists() and (Path(out) / "tables" / "test_radius.csv").exists()
     again = diagnose(ov, n_boot=50, log=lambda *_: None)                  # loss.csv reused: the same table
     pd.testing.assert_frame_equal(again["loss"], loss_t)
+    import json
+    meta = json.loads((Path(out) / "tables" / "test_diagnosis.json").read_text())
+    assert meta["pairs"] > 0 and set(meta["run_seconds"]) == {"bm25", "long_context", "oracle", "closed_book"}
+    from fanin.diagnosis import explain
+    from fanin.components import load_dataset
+    from fanin.pipeline import system_configs
+    inst = next(i for i in load_dataset(system_configs(ov)[0]).instances() if i.gold_docs)
+    one = explain(inst.id, ov)
+    assert set(one.system) == {"bm25", "long_context", "oracle", "closed_book"} and set(one.gold_page) == set(inst.gold_docs)
+    assert (one[one.system == "closed_book"].step == "not_indexed").all() and (one[one.system == "oracle"].step == "in the pack").all()
+    with pytest.raises(KeyError, match="not a question"):
+        explain("no-such-question", ov)

@@ -97,3 +97,32 @@ def test_the_fault_run_line_is_the_kept_record():
     want = (f"| the fault run | {rec['faults']} kinds of fault: {c.get('stopped (clear)', 0)} clear stops, {c.get('survived', 0)} correct "
             f"results, {bad} tracebacks, hangs, silent wrong results, leaks or data lost | {rec['date']} | {rec['machine']} |")
     assert line.startswith(want), f"README's fault-run line differs from faults.json:\n  {line}\nexpected it to start\n  {want}"
+
+
+def test_the_diagnosis_lines_are_the_kept_record():
+    """The README's diagnosis lines are `fanin.diagnosis.diagnosis_summary` of data/measured/diagnosis.json, and its plain-words
+    reading holds on that record: flat retrieval loses most of what it misses to ranking, dense never to reach, hybrid partly to its
+    fusion's candidate cut, the entity graphs mostly to reach. Regenerate with
+    .venv/bin/python -c "import json; from fanin.diagnosis import diagnosis_summary as s; print(s(json.load(open('data/measured/diagnosis.json')), ['hipporag', 'paper'], cold=COLD))" with COLD the cold make reproduce's
+    total from data/measured/figures.csv (`reproduce_cold_exact`)."""
+    import json
+    import pandas as pd
+    from fanin.diagnosis import diagnosis_summary
+    rec = json.loads((ROOT / "data" / "measured" / "diagnosis.json").read_text())
+    m = re.search(r"<!-- diagnosis -->\n(.*?)\n<!-- /diagnosis -->", README, re.S)
+    assert m, "README has no <!-- diagnosis --> ... <!-- /diagnosis --> block"
+    with open(ROOT / "data" / "measured" / "figures.csv", newline="") as f:
+        (cold,) = [r for r in csv.DictReader(f) if r["table"] == "reproduce_cold_exact" and r["row"] == "total" and r["figure"] == "seconds"]
+    cold = {"seconds": float(cold["value"]), "date": cold["date"], "machine": cold["machine"]}
+    want = diagnosis_summary(rec, ["hipporag", "paper"], cold=cold)
+    assert m.group(1).strip() == want.strip(), "README's diagnosis lines differ from the record (see the docstring)"
+    total = sum(e["seconds"] for e in rec["experiments"].values())
+    assert total <= 0.2 * cold["seconds"], f"the diagnoses take {total:.0f} s, over 20% of the cold make reproduce ({cold['seconds']:.0f} s)"
+    assert "data/measured/diagnosis_hipporag_loss.png" in README
+    t = pd.DataFrame(rec["experiments"]["hipporag"]["loss"])
+    high = t[t.fan_in_bin == "high"].pivot(index="system", columns="step", values="share")
+    assert (high.unknown == 0).all(), "the lab's own systems leave nothing unknown"
+    assert high.loc["bm25", "ranked_out"] > high.loc["bm25", "unreachable"] and high.loc["dense", "unreachable"] == 0
+    assert high.loc["hybrid", "unreachable"] > 0 and high.loc["hybrid", "ranked_out"] < high.loc["dense", "ranked_out"]
+    for g in ("graal", "graph_retrieve", "entity_mention"):
+        assert high.loc[g, "unreachable"] > high.loc[g, "ranked_out"], g

@@ -6,7 +6,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import os
+import platform
 import time
 from pathlib import Path
 
@@ -20,9 +23,10 @@ from .schema import Instance, Pack
 from .systems import LOSS_STEPS, loss
 
 # %% auto #0
-__all__ = ['PACK_STEPS', 'LOSS_COLUMNS', 'COSTS', 'STEP_COLOURS', 'attribute', 'diagnose_run', 'loss_table', 'radius_table',
-           'overtakes', 'headroom_table', 'miss_overlap', 'run_costs', 'pareto_table', 'loss_figure', 'radius_figure',
-           'pareto_figure', 'diagnose', 'explain']
+__all__ = ['PACK_STEPS', 'LOSS_COLUMNS', 'COSTS', 'STEP_COLOURS', 'STEP_WORDS', 'attribute', 'diagnose_run', 'loss_table',
+           'radius_table', 'overtakes', 'headroom_table', 'miss_overlap', 'run_costs', 'pareto_table', 'loss_figure',
+           'radius_figure', 'pareto_figure', 'diagnose', 'explain', 'machine_line', 'diagnosis_record',
+           'diagnosis_summary']
 
 # %% ../../nbs/38_diagnosis.ipynb #471f6a29
 PACK_STEPS = tuple(s for s in LOSS_STEPS if s != "cut")   # the pack-side steps: their shares add up to 1 - ER
@@ -244,9 +248,11 @@ def pareto_figure(pareto: pd.DataFrame, path):
 # %% ../../nbs/38_diagnosis.ipynb #4e386c69
 def diagnose(overrides=(), n_boot: int = 1000, log=print) -> dict[str, pd.DataFrame]:
     "The diagnosis of every run of the experiment `overrides` compose, its tables and figures; returns the tables by name."
-    from fanin.components import load_dataset, make_system, run_dir
+    from fanin.components import git_commit, load_dataset, make_system, read_manifest, run_dir
     from fanin.config import resolve_path
+    from fanin.fingerprints import code_fingerprint
     from fanin.pipeline import collect, system_configs
+    t0 = time.perf_counter()
     cfgs = system_configs(list(overrides))
     ds = load_dataset(cfgs[0])
     folders = [run_dir(c, ds) for c in cfgs]
@@ -267,7 +273,13 @@ def diagnose(overrides=(), n_boot: int = 1000, log=print) -> dict[str, pd.DataFr
     loss_figure(tabs["loss"], fdir / f"{name}_loss.png", [b["name"] for b in bins])
     radius_figure(tabs["radius"], fdir / f"{name}_radius.png")
     pareto_figure(tabs["pareto"], fdir / f"{name}_pareto.png")
-    seconds = losses.groupby("system").seconds.first().sum() if len(losses) else 0.0
+    seconds = float(losses.groupby("system").seconds.first().sum()) if len(losses) else 0.0
+    runs = {c.system.name: read_manifest(f).get("seconds") for c, f in zip(cfgs, folders)}
+    with atomic_open(tdir / f"{name}_diagnosis.json") as out:
+        json.dump({"experiment": name, "dataset": cfgs[0].dataset.name, "domains": len(ds.domains), "pairs": int(len(losses)), "locate_seconds": round(seconds, 2),
+                   "seconds": round(time.perf_counter() - t0, 2), "run_seconds": runs, "runs": [f.name for f in folders],
+                   "code": code_fingerprint(), "git_commit": git_commit(), "date": time.strftime("%Y-%m-%d"),
+                   "machine": machine_line()}, out, indent=1)
     log(f"{name}: {len(losses)} lost (question, page) pairs located over {len(cfgs)} systems in {seconds:.1f} s; "
         f"tables in {tdir}/{name}_*.csv, figures in {fdir}")
     return tabs
@@ -294,3 +306,61 @@ def explain(instance_id: str, overrides=()) -> pd.DataFrame:
                          "how": "" if r is None else r.how, "rank": None if r is None else r["rank"],
                          "hops": None if r is None else r.hops, "pack_top": " | ".join(top)})
     return pd.DataFrame(rows)
+
+# %% ../../nbs/38_diagnosis.ipynb #48dd8ff6
+def machine_line() -> str:
+    "This machine in a few words: cores, CPU model, memory."
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor()) \
+        if os.path.exists("/proc/cpuinfo") else platform.processor()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else 0
+    return f"{os.cpu_count()} cores, {cpu}, {mem:.0f} GB"
+
+
+def _records(t: pd.DataFrame) -> list[dict]:
+    t = t.round(4).astype(object)
+    return t.where(t.notna(), None).to_dict("records")
+
+
+def diagnosis_record(names, outputs: Path, path: Path) -> dict:
+    """The README's record of the diagnosis of experiments `names` from `outputs` (its tables/ and figures/), written to `path`;
+    each experiment's loss figure is copied beside it (`diagnosis_NAME_loss.png`)."""
+    outputs, path, doc = Path(outputs), Path(path), {"experiments": {}}
+    for n in names:
+        meta = json.loads((outputs / "tables" / f"{n}_diagnosis.json").read_text())
+        doc["experiments"][n] = {**meta, "loss": _records(pd.read_csv(outputs / "tables" / f"{n}_loss.csv")),
+                                 "headroom": _records(pd.read_csv(outputs / "tables" / f"{n}_headroom.csv"))}
+        with atomic_open(path.parent / f"diagnosis_{n}_loss.png", "wb") as out:
+            out.write((outputs / "figures" / f"{n}_loss.png").read_bytes())
+    with atomic_open(path) as out: json.dump(doc, out, indent=1)
+    return doc
+
+# %% ../../nbs/38_diagnosis.ipynb #66966c5c
+STEP_WORDS = {"not_indexed": "never indexed", "unreachable": "out of reach", "ranked_out": "ranked out", "unknown": "unknown"}
+
+
+def diagnosis_summary(record: dict, experiments=("hipporag",), bin_: str = "high", cold: dict | None = None) -> str:
+    """The README's lines: per experiment, at one fan-in bin, each system that misses anything: the points of gold pages it
+    loses (100 - ER) and at which steps, largest first, with the median rank of the pages ranked out; then what the diagnosis
+    cost beside its runs, and with `cold` ({seconds, date, machine} of a cold `make reproduce`) every diagnosis against it."""
+    out = []
+    for x in experiments:
+        e = record["experiments"][x]
+        t = pd.DataFrame(e["loss"])
+        t = t[(t.fan_in_bin == bin_) & (t.missed > 0)]
+        parts = []
+        for s, g in t.groupby("system", sort=False):
+            g = g.set_index("step")
+            steps = sorted((st for st in PACK_STEPS if g.share[st] >= 0.005), key=lambda st: -g.share[st])
+            words = ", ".join(f"{100 * g.share[st]:.0f} {STEP_WORDS[st]}" + (f" (median rank {g.median_rank[st]:.0f})"
+                              if st == "ranked_out" and pd.notna(g.median_rank[st]) else "") for st in steps)
+            parts.append(f"**{s}** {100 * g.missed.iloc[0]:.0f}: {words}")
+        run_s = sum(v for v in e["run_seconds"].values() if v)
+        out.append(f"*{e['dataset']}, {e['domains']} domain(s), fan-in {bin_} ({int(t.questions.iloc[0])} questions)*, points of gold "
+                   f"pages lost: " + "; ".join(parts) + f". The diagnosis of its {len(e['runs'])} runs took {e['seconds']:.0f} s for "
+                   f"{e['pairs']:,} lost pairs, {100 * e['seconds'] / run_s:.0f}% of the {run_s:.0f} s the runs took with the "
+                   f"embedding cache warm ({e['date']}, {e['machine']}).")
+    if cold:
+        total = sum(e["seconds"] for e in record["experiments"].values())
+        out.append(f"All {len(record['experiments'])} diagnoses took {total:.0f} s, {100 * total / cold['seconds']:.0f}% of the last "
+                   f"measured cold `make reproduce` ({cold['seconds']:,.0f} s, {cold['date']}, {cold['machine']}).")
+    return "\n\n".join(out)

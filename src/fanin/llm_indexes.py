@@ -12,7 +12,8 @@ import numpy as np
 from fastcore.basics import patch
 
 from .schema import Unit
-from .systems import ChunkedSystem, chunk_corpus
+from .metrics import carries, doc_text
+from .systems import ChunkedSystem, chunk_corpus, locate_in_ranking
 
 # %% auto #0
 __all__ = ['ask_each', 'llm_cost', 'write_failures', 'embed_texts', 'node_units', 'steady_mixture', 'soft_clusters',
@@ -105,6 +106,7 @@ class RaptorSystem(ChunkedSystem):
     "RAPTOR: a tree of LLM summaries over soft clusters of chunks, searched as a collapsed tree."
     name = "raptor"
     needs_llm = True
+    locates = True
     index_format = 2  # 1: tree.pkl (pickle); 2: tree.json
 
     def __init__(self, embedder, name="raptor", chunk_tokens=300, chunk_overlap=0, max_levels: int = 3, min_nodes: int = 4,
@@ -180,6 +182,7 @@ class MemorySystem(ChunkedSystem):
     "Short memory entries the LLM writes per chunk (each keeps the chunk's document), retrieved by embedding similarity."
     name = "memory"
     needs_llm = True
+    locates = True
 
     def __init__(self, embedder, name="memory", chunk_tokens=1200, chunk_overlap=100, max_entries: int = 8,
                  prompt: str = "memory_extract", cache_path=None, llm=None, progress: bool = False):
@@ -226,6 +229,7 @@ class CommunitySystem(ChunkedSystem):
     "Louvain communities of the entity co-mention graph with an LLM report each; `local` or `global` search."
     name = "community"
     needs_llm = True
+    locates = True
     index_format = 2  # 1: community.pkl (pickle); 2: parsed.npz, graph.npz, community.json
 
     def __init__(self, embedder, name="community", mode: str = "local", chunk_tokens=1200, chunk_overlap=100,
@@ -356,3 +360,42 @@ def _global(self: CommunitySystem, query, k):
         rated.append((float(parsed.get("score", 0)), sim, i))
     rated.sort(key=lambda x: (-x[0], -x[1], x[2]))
     return [self._report_unit(i, s, r) for r, (s, _, i) in enumerate(rated[:k], start=1)]
+
+# %% ../../nbs/21_llm_indexes.ipynb #0b5f5bc1
+def _no_chunk(self, docs) -> dict[str, str]:
+    return {d: "chunking: no chunk holds the page's wording" for d in docs if not self.chunks_of(d)}
+
+
+@patch
+def locate(self: RaptorSystem, query, docs, instance=None):
+    self._need_index()
+    return locate_in_ranking(self.retrieve(query, self.faiss_index.ntotal), docs, self.corpus, _no_chunk(self, docs),
+                             "tree: no node that carries its wording is returned")
+
+
+@patch
+def locate(self: MemorySystem, query, docs, instance=None):
+    self._need_index()
+    gone = _no_chunk(self, docs)
+    for d in [d for d in docs if d not in gone]:
+        own = set(self.chunks_of(d))
+        mems = [e for e, o in zip(self.entries, self.owner) if int(o) in own]
+        if not any(carries(m, doc_text(self.corpus[d])) for m in mems):
+            gone[d] = f"extraction: the {len(mems)} memories written from its chunks carry none of its wording"
+    return locate_in_ranking(self.retrieve(query, max(1, self.faiss_index.ntotal)), docs, self.corpus, gone,
+                             "memory: no memory that carries its wording is returned")
+
+
+@patch
+def locate(self: CommunitySystem, query, docs, instance=None):
+    from fanin.nlp import link_query
+    self._need_index()
+    if self.mode == "global":
+        gone = {d: "summarised away: no community report carries its wording" for d in docs
+                if not any(d in ds and carries(r, doc_text(self.corpus[d])) for r, ds in zip(self.reports, self.report_docs))}
+        return locate_in_ranking(self._global(query, self.global_candidates), docs, self.corpus, gone,
+                                 f"community: none of its reports is among the {self.global_candidates} the search rates")
+    linked = link_query(query, self.parsed.entity_id, self.max_ngram)
+    why = ("community: no chunk of the page names an entity of the question or one of its nearest neighbours" if linked
+           else "community: the question links no entity")
+    return locate_in_ranking(self._local(query, len(self.chunks) + 1), docs, self.corpus, _no_chunk(self, docs), why)

@@ -16,15 +16,15 @@ from pathlib import Path
 import numpy as np
 
 from .files import atomic_write, unfinished
-from .metrics import carries, doc_text
+from .metrics import carries, doc_text, unit_docs
 from .schema import Corpus, Instance, Unit
 from .text import chunk_spans, lexical_tokens
 
 # %% auto #0
 __all__ = ['LOSS_STEPS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished', 'read_json', 'System',
-           'loss', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'save_bm25',
-           'load_bm25', 'BM25System', 'window_index', 'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem',
-           'OracleSystem', 'ClosedBookSystem']
+           'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k', 'Bm25sScorer',
+           'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System', 'window_index', 'tune_search', 'index_kind',
+           'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
 
 # %% ../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -163,6 +163,20 @@ def loss(step: str, how: str = "", rank: int | None = None, hops: float | None =
     if step not in LOSS_STEPS: raise ValueError(f"loss step {step!r}: expected one of {', '.join(LOSS_STEPS)}")
     if step == "ranked_out" and (rank is None or rank < 1): raise ValueError(f"a ranked_out loss needs the rank of its best unit, not {rank!r}")
     return {"step": step, "how": how, "rank": rank, "hops": hops}
+
+# %% ../../nbs/05_systems.ipynb #474e14cf
+def locate_in_ranking(units: list[Unit], docs: list[str], corpus, not_indexed: dict[str, str], unreachable: str) -> dict[str, dict]:
+    """The diagnosis of a system that can rank every unit its query reaches (`units`, best first): a page `not_indexed` names
+    (page -> how) was never in the index; any other is `ranked_out` at the rank of the first unit carrying its wording, or
+    `unreachable` (`unreachable` says why) when no unit it reaches does."""
+    todo, first = {d for d in docs if d not in not_indexed}, {}
+    for r, u in enumerate(units, start=1):
+        cited = todo.intersection(unit_docs(u))
+        for d in cited.intersection(unit_docs(u, corpus)) if cited else ():
+            first[d] = r; todo.discard(d)
+        if not todo: break
+    return {d: loss("not_indexed", not_indexed[d]) if d in not_indexed else
+            loss("ranked_out", rank=first[d]) if d in first else loss("unreachable", unreachable) for d in docs}
 
 # %% ../../nbs/05_systems.ipynb #45509765
 @dataclass(frozen=True)
