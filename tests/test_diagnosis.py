@@ -131,3 +131,13 @@ def test_diagnose_end_to_end_on_the_fixture(tiny_overrides):
     assert (one[one.system == "closed_book"].step == "not_indexed").all() and (one[one.system == "oracle"].step == "in the pack").all()
     with pytest.raises(KeyError, match="not a question"):
         explain("no-such-question", ov)
+
+
+def test_fanin_plan_counts_the_diagnosis(tiny_overrides):
+    from fanin.plan import plan
+    p = plan(tiny_overrides + ["systems=[bm25,dense]"], ["diagnose"])
+    rows = p.rows[p.rows.stage == "diagnose"]
+    assert set(rows.system) == {"dense"} and (rows.kind == "embed").all() and rows.basis.str.startswith("upper bound").all()
+    from fanin.components import load_dataset
+    from fanin.pipeline import system_configs
+    assert rows.requests.sum() == len(load_dataset(system_configs(tiny_overrides)[0]).instances())   # one query embedding per question at most

@@ -194,10 +194,9 @@ class Planner:
         self.cfgs = system_configs(self.overrides)
         for c in self.cfgs: check_params(c)
         self.stages = list(stages or self.cfgs[0].get("stages") or RETRIEVAL_STAGES)
-        unknown = [s for s in self.stages if s not in STAGES]
+        unknown = [s for s in self.stages if s not in STAGES + ("diagnose",)]   # diagnose: `fanin diagnose` after the run
         if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
-        self.ds = load_dataset(self.cfgs[0])
-        self.cfg = self.cfgs[0]
+        self.ds, self.cfg = load_dataset(self.cfgs[0]), self.cfgs[0]
         self.rates_given = {"tokens_per_s": tokens_per_s, "windows_per_s": windows_per_s, "chars_per_s": chars_per_s}
         self.bench = bench_rates()
         self.records = cache_records(self.cfg.paths.llm_cache)
@@ -388,15 +387,15 @@ def _standin_pack(self: Planner, cfg: DictConfig, system, inst):
 Planner.packs, Planner.standin_pack = _packs, _standin_pack
 
 # %% ../../nbs/10b_plan.ipynb #4e677288
-def _retrieve(self: Planner, cfg: DictConfig, packs: dict | None):
-    "Query embeddings and LLM calls at retrieval, when the packs are not finished."
-    if packs is not None: return
-    system = light_system(cfg)
-    name, node = cfg.system.name, cfg.system
+def _retrieve(self: Planner, cfg: DictConfig, packs: dict | None, stage: str = "retrieve"):
+    "Query embeddings and LLM calls at retrieval when the packs are not finished; for `fanin diagnose` (stage), once more at most."
+    if packs is not None and stage == "retrieve": return
+    system, name, node = light_system(cfg), cfg.system.name, cfg.system
     for d in self.ds.domains:
         insts = self.ds.instances(d)
         if "embedder" in node or (system is None and "embedder" in node.coarse):
-            self.windows("retrieve", name, d, cfg, [i.query for i in insts], "exact (queries are not cached)", lookup=False)
+            self.windows(stage, name, d, cfg, [i.query for i in insts], "exact (queries are not cached)" if stage == "retrieve" else
+                         "upper bound (only questions with a missed page)", lookup=False)
         dry = self.llm("llm")
         if system is None and node.get("estimator") == "llm":
             from fanin.router import llm_fan_in
@@ -501,6 +500,7 @@ def _run(self: Planner) -> "Plan":
         if "evidence" in self.stages: self.evidence(cfg, packs)
         answers = self.answer(cfg, packs) if "answer" in self.stages else self.existing_answers(cfg) if "judge" in self.stages else []
         if "judge" in self.stages: self.judge(cfg, answers)
+        if "diagnose" in self.stages: self.retrieve(cfg, packs, "diagnose")   # its LLM calls replay the retrieval's from the cache
     return Plan(pd.DataFrame(self.rows, columns=PLAN_COLUMNS), self.notes, self.overrides, self.stages)
 
 Planner.existing_answers, Planner.run = _existing_answers, _run
