@@ -199,17 +199,21 @@ def loss_figure(table: pd.DataFrame, path, bins_order=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     systems = list(dict.fromkeys(table.system))
-    order = bins_order or list(dict.fromkeys(table.fan_in_bin))
-    fig, axes = plt.subplots(1, len(systems), figsize=(2.6 * len(systems) + 1, 3.4), sharey=True, squeeze=False)
-    for ax, s in zip(axes[0], systems):
+    present = set(table.fan_in_bin)
+    order = [b for b in (bins_order or list(dict.fromkeys(table.fan_in_bin))) if b in present]   # bins with questions only
+    cols = min(5, len(systems))
+    rows = -(-len(systems) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols + 0.6, 2.7 * rows), sharey=True, squeeze=False)
+    for ax in axes.flat[len(systems):]: ax.axis("off")
+    for ax, s in zip(axes.flat, systems):
         t = table[table.system == s].pivot(index="fan_in_bin", columns="step", values="share").reindex(order)
         bottom = np.zeros(len(order))
         for step in PACK_STEPS:
             v = t[step].fillna(0).to_numpy() if step in t else np.zeros(len(order))
             ax.bar(order, v, bottom=bottom, color=STEP_COLOURS[step], label=step); bottom += v
-        ax.set_title(s); ax.set_ylim(0, 1)
-    axes[0][0].set_ylabel("share of gold pages lost")
-    axes[0][-1].legend(fontsize=7, loc="upper left")
+        ax.set_title(s, fontsize=9); ax.set_ylim(0, 1)
+    for row in axes: row[0].set_ylabel("share of gold pages lost", fontsize=8)
+    axes.flat[len(systems) - 1].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     with atomic_open(path, "wb") as f: fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
@@ -329,9 +333,9 @@ def diagnosis_record(names, outputs: Path, path: Path) -> dict:
         meta = json.loads((outputs / "tables" / f"{n}_diagnosis.json").read_text())
         doc["experiments"][n] = {**meta, "loss": _records(pd.read_csv(outputs / "tables" / f"{n}_loss.csv")),
                                  "headroom": _records(pd.read_csv(outputs / "tables" / f"{n}_headroom.csv"))}
-        with atomic_open(path.parent / f"diagnosis_{n}_loss.png", "wb") as out:
+        with atomic_open(path.parent / f"diagnosis_{n}_loss.png", "wb", record=False) as out:   # a committed record: git keeps it whole
             out.write((outputs / "figures" / f"{n}_loss.png").read_bytes())
-    with atomic_open(path) as out: json.dump(doc, out, indent=1)
+    with atomic_open(path, record=False) as out: json.dump(doc, out, indent=1)
     return doc
 
 # %% ../../nbs/38_diagnosis.ipynb #66966c5c
