@@ -33,7 +33,9 @@ def test_chunks_each_step_by_construction():
     got = steps(bm, inst, bm.retrieve(inst.query, 1))
     assert "lennon" not in got                                             # the one unit of the pack carries it
     assert got["liverpool"]["step"] == "ranked_out" and got["liverpool"]["rank"] > 1
+    assert got["liverpool"]["closest"].startswith("Liverpool is a city")   # its best chunk: what came closest
     assert got["paris"]["step"] == "unreachable"                           # no word of the question in it
+    assert got["paris"]["closest"].startswith("Paris is the capital")       # its own chunk, never reached
     assert got["blank"]["step"] == "not_indexed"                           # no wording: no chunk
     got = steps(bm, inst, [u for u in bm.retrieve(inst.query, 50) if u.score > 0], shown=1)
     assert got["liverpool"]["step"] == "cut"                               # in the pack, past the one unit the reader saw
@@ -129,6 +131,8 @@ def test_diagnose_end_to_end_on_the_fixture(tiny_overrides):
     one = explain(inst.id, ov)
     assert set(one.system) == {"bm25", "long_context", "oracle", "closed_book"} and set(one.gold_page) == set(inst.gold_docs)
     assert (one[one.system == "closed_book"].step == "not_indexed").all() and (one[one.system == "oracle"].step == "in the pack").all()
+    ranked = one[one.step == "ranked_out"]
+    assert (ranked.closest.str.len() > 0).all()                          # each ranked-out page shows its closest unit
     with pytest.raises(KeyError, match="not a question"):
         explain("no-such-question", ov)
 
@@ -141,3 +145,29 @@ def test_fanin_plan_counts_the_diagnosis(tiny_overrides):
     from fanin.components import load_dataset
     from fanin.pipeline import system_configs
     assert rows.requests.sum() == len(load_dataset(system_configs(tiny_overrides)[0]).instances())   # one query embedding per question at most
+
+
+@pytest.mark.filterwarnings("ignore:WildGraphBench")
+def test_diagnose_asks_the_runs_llm_again_for_community_global(tiny_overrides):
+    """Community global search rates its candidate reports with the LLM, and so does its diagnosis. With the run's LLM pointed at
+    a loopback stand-in (a report that quotes its sentences, one fixed rating; communities of two, as the fixture's small graph
+    has no larger ones), `fanin diagnose` starts that LLM, every rating
+    replays from the run's cache (the stand-in sees no new call), and every miss is attributed, none `unknown`."""
+    import json
+    from openai_standin import StandIn
+    from fanin.pipeline import run
+
+    def reply(body):
+        text = body["messages"][-1]["content"]
+        return json.dumps({"score": 50}) if "Report:" in text else text.split("Sentences:", 1)[-1].strip()[:600]
+
+    with StandIn(model="standin-community", reply=reply) as s:
+        ov = tiny_overrides + ["system=community_global", "system.min_size=2", "llm=vllm", f"llm.base_url={s.base_url}", f"llm.model={s.model}"]
+        run(ov)
+        calls = len(s.chats())
+        tabs = diagnose(ov, n_boot=20, log=lambda *_: None)
+        assert calls > 0 and len(s.chats()) == calls
+    t = tabs["loss"]
+    assert set(t.system) == {"community_global"} and (t[t.step == "unknown"].share == 0).all()
+    for _, cell in t.groupby(["system", "fan_in_bin"]):
+        assert math.isclose(cell[cell.step.isin(PACK_STEPS)].share.sum(), 1 - cell.er.iloc[0], abs_tol=1e-9)

@@ -76,6 +76,28 @@ def test_community_reports_and_local_and_global_search(llm, tmp_path):
     assert 1 <= len(gu) <= 2 and all("community" in u.meta for u in gu)
 
 
+def test_community_search_locates_its_losses_by_construction(llm, tmp_path):
+    """Where community search loses a page, on cases built to know the answer. Global search over two reports written by hand:
+    a page no report carries was summarised away (`not_indexed`); a page whose report the search never rates is `unreachable`;
+    a page carried by the rated report is ranked, its report the closest unit. Local search over a real build: a page naming no
+    entity of the question, nor a neighbour of one, is never reached."""
+    import faiss
+    g = _system("community_global", llm, tmp_path, global_candidates=1)
+    g.corpus = CORPUS
+    g.reports = [DOCS["lennon"].split(" John Lennon formed")[0] + " Paul McCartney and John Lennon wrote songs together in Liverpool.",
+                 DOCS["berlin"]]
+    g.report_docs, g.report_community = [["lennon"], ["berlin"]], [0, 1]
+    g.report_index = faiss.IndexFlatIP(g.embedder.dim)
+    g.report_index.add(g.embedder.encode(g.reports).astype("float32"))
+    got = g.locate("Where was John Lennon born?", ["lennon", "berlin", "paris"])
+    assert got["lennon"]["step"] == "ranked_out" and got["lennon"]["rank"] == 1 and got["lennon"]["closest"].startswith("John Lennon was born")
+    assert got["berlin"]["step"] == "unreachable" and "among the 1 the search rates" in got["berlin"]["how"]
+    assert got["paris"]["step"] == "not_indexed" and got["paris"]["how"].startswith("summarised away")
+    s = _system("community", llm, tmp_path, min_size=2, n_process=1).index(CORPUS, tmp_path / "community")
+    got = s.locate("Did Paul McCartney play in Liverpool?", ["rome"])
+    assert got["rome"]["step"] == "unreachable" and got["rome"]["how"].startswith("community: no chunk of the page names")
+
+
 def test_memory_entries_keep_their_documents(llm, tmp_path):
     s = _system("memory", llm, tmp_path, chunk_tokens=40, chunk_overlap=0).index(CORPUS, tmp_path / "memory")
     assert s.stats()["n_units"] >= 3 and s.stats()["llm_failures"] == 0

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import add_fan_in_bin
-from .lab_report import _plt, answer_dirs
+from .lab_report import _plt, answer_dirs, save_figure
 
 # %% auto #0
 __all__ = ['bin_order', 'table_by_bin', 'table_by_fan_in', 'degradation', 'correlation', 'paired_bootstrap',
@@ -195,10 +195,9 @@ def _save(fig, path, setting: str, formats: Sequence[str] = ()):
     from pathlib import Path
     fig.tight_layout(rect=(0, 0.07, 1, 1))  # room under the axes for the setting line
     fig.text(0.01, 0.005, setting[:300], fontsize=5, va="bottom", wrap=True)
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    for p in ([path.with_suffix(s) for s in formats] or [path]):
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-    _plt()[0].close(fig)
+    path = Path(path)
+    paths = [path.with_suffix(s) for s in formats] or [path]
+    for p in paths: save_figure(fig, p, close=p == paths[-1], bbox_inches="tight")
     return path
 
 

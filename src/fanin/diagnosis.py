@@ -18,6 +18,7 @@ import pandas as pd
 
 from .files import atomic_open
 from .fingerprints import usable
+from .lab_report import _plt, save_figure
 from .metrics import add_fan_in_bin, unit_docs
 from .schema import Instance, Pack
 from .systems import LOSS_STEPS, loss
@@ -25,7 +26,7 @@ from .systems import LOSS_STEPS, loss
 # %% auto #0
 __all__ = ['PACK_STEPS', 'LOSS_COLUMNS', 'COSTS', 'STEP_COLOURS', 'STEP_WORDS', 'attribute', 'diagnose_run', 'loss_table',
            'radius_table', 'overtakes', 'headroom_table', 'miss_overlap', 'run_costs', 'pareto_table', 'loss_figure',
-           'radius_figure', 'pareto_figure', 'diagnose', 'explain', 'machine_line', 'diagnosis_record',
+           'radius_figure', 'pareto_figure', 'machine_line', 'diagnosable', 'diagnose', 'explain', 'diagnosis_record',
            'diagnosis_summary']
 
 # %% ../../nbs/38_diagnosis.ipynb #471f6a29
@@ -52,22 +53,26 @@ def attribute(system, pack: Pack, instance: Instance, corpus, shown: int | None 
     return [{**base, "doc_id": d, **where[d]} for d in gold if d in where]
 
 # %% ../../nbs/38_diagnosis.ipynb #bd4f4cd6
-LOSS_COLUMNS = ["instance_id", "system", "domain", "qtype", "fan_in", "gold_n", "doc_id", "step", "how", "rank", "hops"]
+LOSS_COLUMNS = ["instance_id", "system", "domain", "qtype", "fan_in", "gold_n", "doc_id", "step", "how", "rank", "hops", "closest"]
 
 
-def diagnose_run(cfg, ds, folder: Path, log=print) -> pd.DataFrame:
-    "The loss rows of one run folder (`loss.csv`), computed once per packs file; a system that cannot locate costs no index load."
+def diagnose_run(cfg, ds, folder: Path, log=print, llm=None) -> pd.DataFrame:
+    """The loss rows of one run folder (`loss.csv`), computed once per packs file; a system that cannot locate costs no index load.
+    `llm`: the run's LLM, for a system whose `locate` asks it again (`locate_needs_llm`: its calls replay from the run's cache)."""
     from fanin.components import make_system, read_packs
     from fanin.pipeline import check_run_inputs, stage_index
     folder, f = Path(folder), Path(folder) / "loss.csv"
     check_run_inputs(cfg, ds, folder, ["diagnose"], log=log)   # packs made from other inputs: removed and refused here, redone by `fanin run`
     if usable(f, "loss table") and f.stat().st_mtime >= (folder / "packs.jsonl.gz").stat().st_mtime:
-        return pd.read_csv(f, keep_default_na=True)
+        kept = pd.read_csv(f, keep_default_na=True)
+        if list(kept.columns[:len(LOSS_COLUMNS)]) == LOSS_COLUMNS: return kept
+        log(f"{f}: written with other columns than {', '.join(LOSS_COLUMNS)}; locating again")
     t0, packs, rows = time.perf_counter(), {p.instance_id: p for p in read_packs(folder)}, []
     for domain in ds.domains:
         todo = [i for i in ds.instances(domain) if i.id in packs and i.gold_docs]
         if not todo: continue
-        system = stage_index(cfg, ds, domain) if make_system(cfg).locates else make_system(cfg)
+        made = make_system(cfg)
+        system = stage_index(cfg, ds, domain, llm if made.locate_needs_llm else None) if made.locates else made
         corpus = ds.corpus(domain)
         for inst in todo: rows += attribute(system, packs[inst.id], inst, corpus)
     df = pd.DataFrame(rows, columns=LOSS_COLUMNS)
@@ -195,9 +200,7 @@ STEP_COLOURS = {"not_indexed": "#7f7f7f", "unreachable": "#d62728", "ranked_out"
 
 def loss_figure(table: pd.DataFrame, path, bins_order=None):
     "Stacked bars of the pack-side steps per system across fan-in bins."
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt, _ = _plt()
     systems = list(dict.fromkeys(table.system))
     present = set(table.fan_in_bin)
     order = [b for b in (bins_order or list(dict.fromkeys(table.fan_in_bin))) if b in present]   # bins with questions only
@@ -215,29 +218,23 @@ def loss_figure(table: pd.DataFrame, path, bins_order=None):
     for row in axes: row[0].set_ylabel("share of gold pages lost", fontsize=8)
     axes.flat[len(systems) - 1].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    with atomic_open(path, "wb") as f: fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def radius_figure(radius: pd.DataFrame, path):
     "ER against exact fan-in, one line per system, with its bootstrap interval."
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt, _ = _plt()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for s, g in radius.groupby("system"):
         ax.plot(g.fan_in, g.er, marker="o", label=s); ax.fill_between(g.fan_in, g.lo, g.hi, alpha=0.15)
     ax.set_xlabel("exact fan-in (gold pages)"); ax.set_ylabel("ER"); ax.set_ylim(0, 1.02); ax.legend(fontsize=7)
     fig.tight_layout()
-    with atomic_open(path, "wb") as f: fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def pareto_figure(pareto: pd.DataFrame, path):
     "ER against each recorded cost (rows) per fan-in bin (columns); frontier systems are named."
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt, _ = _plt()
     costs, bins_ = [c for c in COSTS if c in set(pareto.cost)], list(dict.fromkeys(pareto.fan_in_bin))
     fig, axes = plt.subplots(len(costs), len(bins_), figsize=(3.2 * len(bins_), 2.6 * len(costs)), squeeze=False)
     for (i, c), (j, b) in itertools.product(enumerate(costs), enumerate(bins_)):
@@ -246,23 +243,51 @@ def pareto_figure(pareto: pd.DataFrame, path):
         for _, r in g[g.on_frontier].iterrows(): ax.annotate(r.system, (r.value, r.er), fontsize=7)
         ax.set_title(f"{b}", fontsize=8); ax.set_xlabel(c, fontsize=7); ax.set_ylabel("ER", fontsize=7)
     fig.tight_layout()
-    with atomic_open(path, "wb") as f: fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
+
+# %% ../../nbs/38_diagnosis.ipynb #56109ae3
+def machine_line() -> str:
+    "This machine in a few words: cores, CPU model, memory."
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor()) \
+        if os.path.exists("/proc/cpuinfo") else platform.processor()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else 0
+    return f"{os.cpu_count()} cores, {cpu}, {mem:.0f} GB"
+
+# %% ../../nbs/38_diagnosis.ipynb #41d6af13
+def diagnosable(cfgs, ds, log=print) -> tuple[list, list[Path], dict[str, str]]:
+    """The systems of an experiment to diagnose and their run folders. A system whose index could not be built (its run folder
+    records the failure, and the next `fanin run` retries it) has no packs: it is left out and named, never dropped unsaid. Any
+    other run without packs stops with the command that makes it."""
+    from fanin.build_failures import index_failures
+    from fanin.components import run_dir
+    keep, failed, gone = [], {}, []
+    for c in cfgs:
+        f = run_dir(c, ds)
+        if (f / "packs.jsonl.gz").exists(): keep.append((c, f))
+        elif index_failures(f): failed[c.system.name] = f"index build failed on {', '.join(sorted(index_failures(f)))} (recorded in {f})"
+        else: gone.append(str(f))
+    if gone: raise FileNotFoundError(f"no packs in {gone[0]} (and {len(gone) - 1} more): run `fanin run` with these overrides first")
+    if not keep: raise FileNotFoundError(f"no system of {cfgs[0].experiment_name} has packs to diagnose: {failed}")
+    for s, why in failed.items(): log(f"diagnose: {s} not diagnosed: {why}; `fanin run` retries the build")
+    return [c for c, _ in keep], [f for _, f in keep], failed
 
 # %% ../../nbs/38_diagnosis.ipynb #4e386c69
 def diagnose(overrides=(), n_boot: int = 1000, log=print) -> dict[str, pd.DataFrame]:
     "The diagnosis of every run of the experiment `overrides` compose, its tables and figures; returns the tables by name."
-    from fanin.components import git_commit, load_dataset, make_system, read_manifest, run_dir
+    from fanin.components import git_commit, load_dataset, make_system, read_manifest
     from fanin.config import resolve_path
     from fanin.fingerprints import code_fingerprint
     from fanin.pipeline import collect, system_configs
+    from fanin.roles import make_llms, running
     t0 = time.perf_counter()
     cfgs = system_configs(list(overrides))
     ds = load_dataset(cfgs[0])
-    folders = [run_dir(c, ds) for c in cfgs]
-    gone = [str(f) for f in folders if not (f / "packs.jsonl.gz").exists()]
-    if gone: raise FileNotFoundError(f"no packs in {gone[0]} (and {len(gone) - 1} more): run `fanin run` with these overrides first")
-    losses = pd.concat([diagnose_run(c, ds, f, log) for c, f in zip(cfgs, folders)], ignore_index=True)
+    cfgs, folders, failed = diagnosable(cfgs, ds, log)
+    asks = [c.system.name for c in cfgs if make_system(c).locates and make_system(c).locate_needs_llm]
+    llms = make_llms(cfgs[0]) if asks else {}
+    if asks: log(f"diagnose: {', '.join(asks)} rate(s) units with the LLM again; the run's LLM cache replays those calls")
+    with running(llms, ["llm"] if asks else []):
+        losses = pd.concat([diagnose_run(c, ds, f, log, llms.get("llm")) for c, f in zip(cfgs, folders)], ignore_index=True)
     metrics = collect(folders)
     ceiling = [c.system.name for c in cfgs if make_system(c).uses_gold]
     name, bins = cfgs[0].experiment_name, cfgs[0].fan_in_bins
@@ -281,7 +306,7 @@ def diagnose(overrides=(), n_boot: int = 1000, log=print) -> dict[str, pd.DataFr
     runs = {c.system.name: read_manifest(f).get("seconds") for c, f in zip(cfgs, folders)}
     with atomic_open(tdir / f"{name}_diagnosis.json") as out:
         json.dump({"experiment": name, "dataset": cfgs[0].dataset.name, "domains": len(ds.domains), "pairs": int(len(losses)), "locate_seconds": round(seconds, 2),
-                   "seconds": round(time.perf_counter() - t0, 2), "run_seconds": runs, "runs": [f.name for f in folders],
+                   "seconds": round(time.perf_counter() - t0, 2), "run_seconds": runs, "runs": [f.name for f in folders], "not_diagnosed": failed,
                    "code": code_fingerprint(), "git_commit": git_commit(), "date": time.strftime("%Y-%m-%d"),
                    "machine": machine_line()}, out, indent=1)
     log(f"{name}: {len(losses)} lost (question, page) pairs located over {len(cfgs)} systems in {seconds:.1f} s; "
@@ -290,7 +315,8 @@ def diagnose(overrides=(), n_boot: int = 1000, log=print) -> dict[str, pd.DataFr
 
 
 def explain(instance_id: str, overrides=()) -> pd.DataFrame:
-    "One question across the experiment's systems: each gold page's step, how, rank and hops, and the pack's top units."
+    """One question across the experiment's systems: each gold page's step, how, rank and hops, the start of the unit of that
+    page that came closest (the best-ranked unit carrying it, or its own unit the query never reached), and the pack's top units."""
     from fanin.components import load_dataset, read_packs, run_dir
     from fanin.pipeline import system_configs
     cfgs = system_configs(list(overrides))
@@ -308,18 +334,11 @@ def explain(instance_id: str, overrides=()) -> pd.DataFrame:
             r = lost.loc[d] if d in lost.index else None
             rows.append({"system": c.system.name, "gold_page": d, "step": "in the pack" if r is None else r.step,
                          "how": "" if r is None else r.how, "rank": None if r is None else r["rank"],
-                         "hops": None if r is None else r.hops, "pack_top": " | ".join(top)})
+                         "hops": None if r is None else r.hops,
+                         "closest": "" if r is None or not isinstance(r.closest, str) else r.closest, "pack_top": " | ".join(top)})
     return pd.DataFrame(rows)
 
 # %% ../../nbs/38_diagnosis.ipynb #48dd8ff6
-def machine_line() -> str:
-    "This machine in a few words: cores, CPU model, memory."
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor()) \
-        if os.path.exists("/proc/cpuinfo") else platform.processor()
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else 0
-    return f"{os.cpu_count()} cores, {cpu}, {mem:.0f} GB"
-
-
 def _records(t: pd.DataFrame) -> list[dict]:
     t = t.round(4).astype(object)
     return t.where(t.notna(), None).to_dict("records")

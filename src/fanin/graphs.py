@@ -226,8 +226,8 @@ def locate(self: EntityGraphSystem, query, docs, instance=None):
         elif u is None: out[d] = loss("unreachable", f"graph: {edges}" if v1 else "graph: the question links no entity",
                                       hops=self._graph_hops(v1, ents))
         elif not carries(u.text, doc_text(self.corpus[d])):
-            out[d] = loss("unreachable", f"graph: the {u.meta['n_sentences']} sentence(s) reached carry too little of the page")
-        else: out[d] = loss("ranked_out", rank=u.rank)
+            out[d] = loss("unreachable", f"graph: the {u.meta['n_sentences']} sentence(s) reached carry too little of the page", closest=u.text)
+        else: out[d] = loss("ranked_out", rank=u.rank, closest=u.text)
     return out
 
 # %% ../../nbs/19_graphs.ipynb #2ee6cac6

@@ -22,8 +22,8 @@ from .metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
 __all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs', 'answer_metrics',
-           'answer_setting_line', 'oracle_title', 'answer_tables', 'fig_er_ep_by_fan_in', 'fig_topk', 'markdown_table',
-           'write_report']
+           'answer_setting_line', 'oracle_title', 'answer_tables', 'fig_er_ep_by_fan_in', 'fig_topk', 'save_figure',
+           'markdown_table', 'write_report']
 
 # %% ../../nbs/08_lab_report.ipynb #e859884a
 def setting_line(manifests: Sequence[dict]) -> str:
@@ -164,9 +164,7 @@ def _er_ep_figure(d: pd.DataFrame, x: str, path: Path, title: str, setting: str,
     fig.suptitle(title, fontsize=10)
     fig.text(0.01, 0.005, _wrap(setting), fontsize=5, va="bottom")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150); plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def fig_er_ep_by_fan_in(by_fan_in_bin: pd.DataFrame, path: Path, setting: str, bins) -> Path:
@@ -185,6 +183,14 @@ def fig_topk(df: pd.DataFrame, path: Path, setting: str) -> Path:
 def _wrap(s, width=190):
     import textwrap
     return "\n".join(textwrap.wrap(s, width))
+
+# %% ../../nbs/08_lab_report.ipynb #4d951819
+def save_figure(fig, path, dpi: int = 150, close: bool = True, **kw) -> Path:
+    "Write `fig` to `path` atomically, in the format of its suffix (png, pdf, svg), and close it unless told not to."
+    path = Path(path)
+    with atomic_open(path, "wb") as f: fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=dpi, **kw)
+    if close: _plt()[0].close(fig)
+    return path
 
 # %% ../../nbs/08_lab_report.ipynb #1135e32e
 def markdown_table(df: pd.DataFrame, pct=("er", "ep", "hit"), floatfmt: str = "g") -> str:

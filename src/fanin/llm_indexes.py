@@ -232,6 +232,9 @@ class CommunitySystem(ChunkedSystem):
     locates = True
     index_format = 2  # 1: community.pkl (pickle); 2: parsed.npz, graph.npz, community.json
 
+    @property
+    def locate_needs_llm(self) -> bool: return self.mode == "global"   # global search rates its candidate reports with the LLM
+
     def __init__(self, embedder, name="community", mode: str = "local", chunk_tokens=1200, chunk_overlap=100,
                  resolution: float = 1.0, min_size: int = 3, max_reports: int = 30, report_chars: int = 4000, top_entities: int = 20,
                  neighbours: int = 20, global_candidates: int = 10, prompt: str = "community_report", rate_prompt: str = "community_rate",

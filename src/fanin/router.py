@@ -168,6 +168,10 @@ class RouterSystem(System):
     @property
     def locates(self) -> bool: return self.fine.locates   # it answers through its fine component
 
+    @property
+    def locate_needs_llm(self) -> bool:   # the route itself (an LLM estimate) or a component's search asks the LLM
+        return self.estimator == "llm" or self.coarse.locate_needs_llm or self.fine.locate_needs_llm
+
     def locate(self, query, docs, instance=None):
         """Where the routed pack lost each page: the fine component's own step, unless the question went coarse-to-fine and the
         coarse pass never reached the page, which the fine component could reach: then the route lost it (`unreachable`)."""
@@ -175,7 +179,8 @@ class RouterSystem(System):
         fine = self.fine.locate(query, docs, instance)
         if self.p_multi(query) < 0.5: return {d: {**l, "how": f"routed fine; {l['how']}".rstrip("; ")} for d, l in fine.items()}
         region = {d for u in self.coarse.retrieve(query, self.coarse_k, instance) for d in unit_docs(u)}
-        return {d: loss("unreachable", f"router: routed coarse-to-fine, and the coarse pass (top {self.coarse_k}) never reached the page")
+        return {d: loss("unreachable", f"router: routed coarse-to-fine, and the coarse pass (top {self.coarse_k}) never reached the page",
+                        closest=l["closest"])
                 if l["step"] == "ranked_out" and d not in region else {**l, "how": f"routed coarse-to-fine; {l['how']}".rstrip("; ")}
                 for d, l in fine.items()}
 

@@ -541,10 +541,8 @@ def format_fits(fits: list[dict]) -> str:
 # %% ../../nbs/10a_scale.ipynb #6847ab87
 def scale_figure(rows: list[dict], path, to: float = PROJECT_PASSAGES):
     "Index seconds and p50 latency against passages, log–log, one line per system, its fitted growth dashed out to `to`."
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    from fanin.lab_report import _plt, save_figure
+    fig, axes = _plt()[0].subplots(1, 3, figsize=(13, 4))
     for ax, (m, label) in zip(axes, [("index_s", "index build (s)"), ("p50_ms", "retrieval p50 (ms)"), ("peak_mb", "peak memory (MB)")]):
         for system in dict.fromkeys(r["system"] for r in rows):
             rs = sorted((r for r in rows if r["system"] == system and r.get(m)), key=lambda r: r["passages"])
@@ -557,6 +555,4 @@ def scale_figure(rows: list[dict], path, to: float = PROJECT_PASSAGES):
     axes[0].legend(fontsize=8)
     fig.suptitle("fanin retrieval cost against corpus size (dashed: fitted growth to 10M passages)", fontsize=10)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

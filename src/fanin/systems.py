@@ -21,10 +21,10 @@ from .schema import Corpus, Instance, Unit
 from .text import chunk_spans, lexical_tokens
 
 # %% auto #0
-__all__ = ['LOSS_STEPS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished', 'read_json', 'System',
-           'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k', 'Bm25sScorer',
-           'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System', 'window_index', 'tune_search', 'index_kind',
-           'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
+__all__ = ['LOSS_STEPS', 'CLOSEST_CHARS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished',
+           'read_json', 'System', 'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k',
+           'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System', 'window_index', 'tune_search',
+           'index_kind', 'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
 
 # %% ../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -139,6 +139,7 @@ class System:
         raise NotImplementedError
 
     locates = False   # True: `locate` names where this system's own structure lost a document (the diagnosis)
+    locate_needs_llm = False   # True: `locate` asks `self.llm` again (ratings the run's LLM cache replays); the diagnosis starts it
     uses_gold = False  # True: its packs read the gold pages (the oracle): a ceiling, not a system a router could choose
 
     def locate(self, query: str, docs: list[str], instance: Instance | None = None) -> dict[str, dict]:
@@ -158,11 +159,16 @@ class System:
 LOSS_STEPS = ("not_indexed", "unreachable", "ranked_out", "cut", "unknown")
 
 
-def loss(step: str, how: str = "", rank: int | None = None, hops: float | None = None) -> dict:
-    "One located loss: its step (one of `LOSS_STEPS`), how in words, the best unit's rank (`ranked_out`) and the hop distance (graphs)."
+CLOSEST_CHARS = 200
+
+
+def loss(step: str, how: str = "", rank: int | None = None, hops: float | None = None, closest: str = "") -> dict:
+    """One located loss: its step (one of `LOSS_STEPS`), how in words, the best unit's rank (`ranked_out`), the hop distance
+    (graphs), and the start of the unit that came closest: the best-ranked unit carrying the page, or the page's own unit
+    that the query never reached."""
     if step not in LOSS_STEPS: raise ValueError(f"loss step {step!r}: expected one of {', '.join(LOSS_STEPS)}")
     if step == "ranked_out" and (rank is None or rank < 1): raise ValueError(f"a ranked_out loss needs the rank of its best unit, not {rank!r}")
-    return {"step": step, "how": how, "rank": rank, "hops": hops}
+    return {"step": step, "how": how, "rank": rank, "hops": hops, "closest": " ".join(closest.split())[:CLOSEST_CHARS]}
 
 # %% ../../nbs/05_systems.ipynb #474e14cf
 def locate_in_ranking(units: list[Unit], docs: list[str], corpus, not_indexed: dict[str, str], unreachable: str) -> dict[str, dict]:
@@ -173,10 +179,10 @@ def locate_in_ranking(units: list[Unit], docs: list[str], corpus, not_indexed: d
     for r, u in enumerate(units, start=1):
         cited = todo.intersection(unit_docs(u))
         for d in cited.intersection(unit_docs(u, corpus)) if cited else ():
-            first[d] = r; todo.discard(d)
+            first[d] = (r, u.text); todo.discard(d)
         if not todo: break
     return {d: loss("not_indexed", not_indexed[d]) if d in not_indexed else
-            loss("ranked_out", rank=first[d]) if d in first else loss("unreachable", unreachable) for d in docs}
+            loss("ranked_out", rank=first[d][0], closest=first[d][1]) if d in first else loss("unreachable", unreachable) for d in docs}
 
 # %% ../../nbs/05_systems.ipynb #45509765
 @dataclass(frozen=True)
@@ -248,8 +254,8 @@ class ChunkedSystem(System):
             own = [i for i in self.chunks_of(d) if d in self.corpus and carries(self.chunk_text(i), doc_text(self.corpus[d]))]
             near = [i for i in own if reach[i]]
             out[d] = (loss("not_indexed", "chunking: no chunk holds the page's wording") if not own else
-                      loss("unreachable", why, hops=self._hops(query, own)) if not near else
-                      loss("ranked_out", rank=int(rank[near].min())))
+                      loss("unreachable", why, hops=self._hops(query, own), closest=self.chunk_text(own[0])) if not near else
+                      loss("ranked_out", rank=int(rank[near].min()), closest=self.chunk_text(near[int(np.argmin(rank[near]))])))
         return out
 
 

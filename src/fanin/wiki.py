@@ -9,8 +9,11 @@ import json
 
 import numpy as np
 
+from fastcore.basics import patch
+
 from .llm_indexes import ask_each, embed_texts, llm_cost, write_failures
-from .systems import DenseSystem
+from .metrics import carries, doc_text
+from .systems import DenseSystem, locate_in_ranking
 
 # %% auto #0
 __all__ = ['themes', 'WikiSystem']
@@ -31,7 +34,7 @@ class WikiSystem(DenseSystem):
     "Theme pages with provenance, compiled by the LLM; retrieval is a bounded search / read loop returning source passages."
     name = "wiki"
     needs_llm = True
-    locates = False   # its pages and read loop are not the dense search it inherits: it does not say where it loses a page
+    locates = True    # through its pages and read loop (`locate` below), not the dense search it inherits
 
     def __init__(self, embedder, name="wiki", chunk_tokens=1200, chunk_overlap=100, window_tokens=200, chunks_per_page: int = 6,
                  max_pages: int = 40, page_chars: int = 6000, max_calls: int = 8, patience: int = 2, prompt: str = "wiki_page",
@@ -111,3 +114,18 @@ class WikiSystem(DenseSystem):
         top = sorted(best, key=lambda c: (-best[c], c))[:k]
         trace = {"pages_read": [self.pages[p]["title"] for p in read], "calls": calls, "stop": stop}
         return [u.model_copy(update={"meta": {**u.meta, **trace}}) for u in self._units(top, [best[c] for c in top])]
+
+# %% ../../nbs/23_wiki.ipynb #6e5e24b0
+@patch
+def locate(self: WikiSystem, query, docs, instance=None):
+    "Not cited by any wiki page (summarised away), never read by the loop at full depth (unreachable), or ranked out."
+    self._need_index()
+    cited, gone = {c for p in self.pages for c in p["sources"]}, {}
+    for d in docs:
+        own = [c for c in self.chunks_of(d) if carries(self.chunk_text(c), doc_text(self.corpus[d]))] if d in self.corpus else []
+        if not own: gone[d] = "chunking: no chunk holds the page's wording"
+        elif cited.isdisjoint(own): gone[d] = f"summarised away: none of the {len(self.pages)} wiki pages cites a chunk carrying it"
+    deep = self.retrieve(query, len(self.chunks))
+    stop = deep[0].meta["stop"] if deep else "no page to read"
+    return locate_in_ranking(deep, docs, self.corpus, gone, f"wiki: the read loop ended ({stop}, at most {self.max_calls} calls) "
+                             "before it read a wiki page citing it")
