@@ -126,3 +126,23 @@ def test_the_diagnosis_lines_are_the_kept_record():
     assert high.loc["hybrid", "unreachable"] > 0 and high.loc["hybrid", "ranked_out"] < high.loc["dense", "ranked_out"]
     for g in ("graal", "graph_retrieve", "entity_mention"):
         assert high.loc[g, "unreachable"] > high.loc[g, "ranked_out"], g
+
+
+def test_the_hipporag_line_is_the_kept_record():
+    """The README's HippoRAG line is rendered from data/measured/hipporag_recall.json (`fanin table hipporag_recall --record
+    data/measured`, which tests/test_hipporag_format.py holds against a fresh run) beside the papers' BM25 (data/reported): both
+    tokenizations of the lab's BM25, the corpus the samples search and the papers' corpus, the record's date and machine."""
+    import json
+    from fanin.lab_report import recall_summary
+    from fanin.paper_comparisons import load_reported
+    rec = json.loads((ROOT / "data" / "measured" / "hipporag_recall.json").read_text())
+    rep = load_reported()
+    paper = rep[(rep.paper == "hipporag") & (rep.table == "table2") & (rep.method == "BM25") & (rep.setting == "dataset=musique")]
+    r2, r5 = (float(paper[paper.metric == m].value.iloc[0]) for m in ("recall_at_2", "recall_at_5"))
+    (passages,) = {r["passages"] for r in rec["rows"] if r["domain"] == "musique_train"}
+    papers = re.search(r"MuSiQue ([\d,]+) passages", (ROOT / "configs" / "reproduction" / "hipporag_table2_recall.yaml").read_text()).group(1)
+    want = (f"| HippoRAG layout, MuSiQue R@2 / R@5 | {recall_summary(rec, 'musique_train', ['bm25', 'bm25_words', 'dense', 'hybrid'])}; "
+            f"the papers' BM25 {r2:.1f} / {r5:.1f} over {papers} passages, these samples {passages:,} (not comparable) | {rec['date']} | "
+            f"{rec['machine']} | [hipporag_recall.json](data/measured/hipporag_recall.json) |")
+    line = next((l for l in README.splitlines() if l.startswith("| HippoRAG layout, MuSiQue")), "")
+    assert line == want, f"README's HippoRAG line differs from the record:\n  {line}\nexpected\n  {want}"

@@ -141,14 +141,16 @@ def cmd_report(overrides):
     r = write_report(folders, name, cfg.fan_in_bins, data_dir=out / "data", topk=topk, out=out / "report.md")
     print(f"report: {r}")
 
-def cmd_table(name, overrides, run=False):
+def cmd_table(name, overrides, run=False, record=None):
     """Make a registered table (configs/table/<name>.yaml): `outputs/tables/<name>.csv` and its parts; print the main one. A table
-    whose driver runs stages first prints what they will compute and cost, and computes only with `run` (`--run`)."""
+    whose driver runs stages first prints what they will compute and cost, and computes only with `run` (`--run`). `record`: also
+    keep the main table as the measured record `record/<name>.json` (data/measured)."""
     from fanin.experiments import run_table
-    from fanin.lab_report import read_table
+    from fanin.lab_report import read_table, table_record
     paths = run_table(name, overrides, run=run)
     print(read_table(paths[""]).to_string(index=False, max_rows=60, float_format=lambda x: f"{x:.4g}"))
     for p in paths.values(): print(f"table: {p}")
+    if record: print(f"record: {table_record(name, paths[''], record)}")
 
 def cmd_plan(overrides, stages=None, tokens_per_s=None, windows_per_s=None, chars_per_s=None, json_path=None):
     "`fanin plan`: what `fanin run` with the same overrides would compute and cost, without calling a model (`fanin.plan`)."
@@ -377,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("name", nargs="?", help="the table's name (`fanin table --list`)")
     tb.add_argument("--list", action="store_true", help="print every registered table's name, one per line")
     tb.add_argument("--run", action="store_true", help="compute the runs a table's driver makes first (without it: print their plan and stop)")
+    tb.add_argument("--record", default=None, help="also keep the table as the measured record DIR/NAME.json (data/measured), which the README quotes")
     _plan_parser(sub)
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
     jc.add_argument("--cases", default=None, help="one JSONL file of cases (default: the judge's sets: its tuning set and, where it "
@@ -470,7 +473,7 @@ def _dispatch(args, overrides):
         from fanin.experiments import table_names
         if args.list: print("\n".join(table_names()))
         elif not args.name: raise ConfigError(f"fanin table needs a NAME; registered tables: {', '.join(table_names())}")
-        else: cmd_table(args.name, overrides, args.run)
+        else: cmd_table(args.name, overrides, args.run, args.record)
     elif args.cmd == "plan":
         stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
         cmd_plan(overrides, stages, args.tokens_per_s, args.windows_per_s, args.chars_per_s, args.json)

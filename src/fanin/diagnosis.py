@@ -8,8 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pandas as pd
 
 from .files import atomic_open
 from .fingerprints import usable
-from .lab_report import _plt, save_figure
+from .lab_report import _plt, machine_line, save_figure
 from .metrics import add_fan_in_bin, unit_docs
 from .schema import Instance, Pack
 from .systems import LOSS_STEPS, loss
@@ -26,7 +24,7 @@ from .systems import LOSS_STEPS, loss
 # %% auto #0
 __all__ = ['PACK_STEPS', 'LOSS_COLUMNS', 'COSTS', 'STEP_COLOURS', 'STEP_WORDS', 'attribute', 'diagnose_run', 'loss_table',
            'radius_table', 'overtakes', 'headroom_table', 'miss_overlap', 'run_costs', 'pareto_table', 'loss_figure',
-           'radius_figure', 'pareto_figure', 'machine_line', 'diagnosable', 'diagnose', 'explain', 'diagnosis_record',
+           'radius_figure', 'pareto_figure', 'diagnosable', 'diagnose', 'explain', 'diagnosis_record',
            'diagnosis_summary']
 
 # %% ../../nbs/38_diagnosis.ipynb #471f6a29
@@ -244,14 +242,6 @@ def pareto_figure(pareto: pd.DataFrame, path):
         ax.set_title(f"{b}", fontsize=8); ax.set_xlabel(c, fontsize=7); ax.set_ylabel("ER", fontsize=7)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
-
-# %% ../../nbs/38_diagnosis.ipynb #56109ae3
-def machine_line() -> str:
-    "This machine in a few words: cores, CPU model, memory."
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor()) \
-        if os.path.exists("/proc/cpuinfo") else platform.processor()
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else 0
-    return f"{os.cpu_count()} cores, {cpu}, {mem:.0f} GB"
 
 # %% ../../nbs/38_diagnosis.ipynb #41d6af13
 def diagnosable(cfgs, ds, log=print) -> tuple[list, list[Path], dict[str, str]]:

@@ -349,12 +349,17 @@ def graphrag_bench_scores(overrides) -> Table:
 # %% ../../nbs/35_experiments.ipynb #a5892bed
 def passage_recall_table(overrides) -> Table:
     """Driver: ER, EP, hit and the dataset's passage Recall@k (e.g. HippoRAG's @2 and @5) per system, domain and fan-in bin (and
-    `all`) of an experiment's runs, from each run's per-question metrics."""
+    `all`) of an experiment's runs, from each run's per-question metrics, with the size of the corpus searched. A system that does not rank (`System.ranks` false: a
+    fixed slice) is left out and named in the setting line: Recall@k would measure its file order."""
+    from fanin.components import load_dataset, make_system
     from fanin.lab_report import manifests, setting_line
     from fanin.metrics import add_fan_in_bin, aggregate
+    from fanin.pipeline import system_configs
     overrides = list(overrides)
     cfg = compose(overrides)
-    folders = finished_runs(overrides)
+    unranked = [c.system.name for c in system_configs(overrides) if not make_system(c).ranks]
+    folders = [f for f, c in zip(finished_runs(overrides), system_configs(overrides)) if c.system.name not in unranked]
+    if not folders: raise ConfigError(f"no system of these runs ranks its pack ({', '.join(unranked)} do not): Recall@k has nothing to score")
     df = pd.concat([pd.read_csv(f / "metrics.csv") for f in folders], ignore_index=True)
     df = add_fan_in_bin(df[df.status == "ok"], cfg.fan_in_bins)
     if not any(c.startswith("recall@") for c in df.columns):
@@ -362,8 +367,11 @@ def passage_recall_table(overrides) -> Table:
     t = pd.concat([aggregate(df, ["system", "domain", "fan_in_bin"]), aggregate(df.assign(fan_in_bin="all"), ["system", "domain", "fan_in_bin"])])
     order = {b["name"]: i for i, b in enumerate(cfg.fan_in_bins)}
     t = t.sort_values(["domain", "system", "fan_in_bin"], key=lambda s: s.map(order).fillna(99) if s.name == "fan_in_bin" else s)
-    keep = ["domain", "system", "fan_in_bin", "questions", "er", "ep", "hit"] + [c for c in t.columns if c.startswith("recall@")]
-    return Table(t[keep].reset_index(drop=True), "passage recall: " + setting_line(manifests(folders)))
+    ds = load_dataset(cfg)
+    t["passages"] = t.domain.map({d: len(ds.corpus(d)) for d in ds.domains})   # the corpus each question searches
+    keep = ["domain", "system", "fan_in_bin", "questions", "passages", "er", "ep", "hit"] + [c for c in t.columns if c.startswith("recall@")]
+    left = f"; not ranked, left out: {', '.join(unranked)}" if unranked else ""
+    return Table(t[keep].reset_index(drop=True), "passage recall: " + setting_line(manifests(folders)) + left)
 
 # %% ../../nbs/35_experiments.ipynb #ex26
 def sweep_overrides(overrides) -> list[str]:

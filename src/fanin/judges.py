@@ -543,7 +543,7 @@ def case_agreement(df: pd.DataFrame) -> dict:
     ok, agree = df[df.verdict.notna()], (df.verdict == df.label)
     kappa = float(cohen_kappa_score(ok.label, ok.verdict.astype(int))) if len(ok) and ok.label.nunique() > 1 else math.nan
     by_kind = {k: round(float(g.mean()), 3) for k, g in agree.groupby(df.kind)} if "kind" in df else {}
-    kinds = DEGENERATE_KINDS + tuple(k for k in ("copied_example",) if k in set(df.kind))
+    kinds = tuple(k for k in DEGENERATE_KINDS + ("copied_example",) if "kind" in df and k in set(df.kind))   # only kinds the set holds
     false_pos = {k: int(((df.kind == k) & (df.verdict == 1) & (df.label == 0)).sum()) for k in kinds}
     return {"n": len(df), "judged": int(len(ok)), "failed": int(len(df) - len(ok)), "accuracy": float(agree.mean()),
             "kappa": kappa, "by_kind": by_kind, "false_positives_degenerate": false_pos}

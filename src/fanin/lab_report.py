@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import json
+import os
+import platform
 import time
 from pathlib import Path
 from typing import Sequence
@@ -23,7 +25,7 @@ from .metrics import add_fan_in_bin, fan_in_tables
 # %% auto #0
 __all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs', 'answer_metrics',
            'answer_setting_line', 'oracle_title', 'answer_tables', 'fig_er_ep_by_fan_in', 'fig_topk', 'save_figure',
-           'markdown_table', 'write_report']
+           'machine_line', 'table_record', 'recall_summary', 'markdown_table', 'write_report']
 
 # %% ../../nbs/08_lab_report.ipynb #e859884a
 def setting_line(manifests: Sequence[dict]) -> str:
@@ -191,6 +193,36 @@ def save_figure(fig, path, dpi: int = 150, close: bool = True, **kw) -> Path:
     with atomic_open(path, "wb") as f: fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=dpi, **kw)
     if close: _plt()[0].close(fig)
     return path
+
+# %% ../../nbs/08_lab_report.ipynb #8b702c80
+def machine_line() -> str:
+    "This machine in a few words: cores, CPU model, memory (the `machine` of every record)."
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor()) \
+        if os.path.exists("/proc/cpuinfo") else platform.processor()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else 0
+    return f"{os.cpu_count()} cores, {cpu}, {mem:.0f} GB"
+
+# %% ../../nbs/08_lab_report.ipynb #2efb5111
+def table_record(name: str, table_path, dest) -> Path:
+    "Keep the lab table at `table_path` as the record `dest/NAME.json`: its rows, setting line, commit, date and machine."
+    from fanin.components import git_commit
+    path = Path(table_path)
+    first = path.open(encoding="utf-8").readline()
+    t = read_table(path).round(6).astype(object)
+    doc = {"table": name, "setting": first[len("# setting:"):].strip() if first.startswith("# setting:") else "",
+           "git_commit": git_commit(), "date": time.strftime("%Y-%m-%d"), "machine": machine_line(),
+           "rows": t.where(t.notna(), None).to_dict("records")}
+    out = Path(dest) / f"{name}.json"
+    with atomic_open(out, record=False) as f: json.dump(doc, f, indent=1)   # a committed record: git keeps it whole
+    return out
+
+# %% ../../nbs/08_lab_report.ipynb #73fda6ca
+def recall_summary(record: dict, dataset: str, systems, ks=(2, 5)) -> str:
+    "One dataset's passage Recall@k (%) per system from a `hipporag_recall` record, in the order given: `bm25 40.5 / 51.2, ...`."
+    rows = {r["system"]: r for r in record["rows"] if r["domain"] == dataset and r["fan_in_bin"] == "all"}
+    missing = [s for s in systems if s not in rows]
+    if missing: raise KeyError(f"{record['table']} record: no {dataset} row for {missing}; rerun `fanin table {record['table']} --record`")
+    return ", ".join(f"{s} " + " / ".join(f"{100 * rows[s][f'recall@{k}']:.1f}" for k in ks) for s in systems)
 
 # %% ../../nbs/08_lab_report.ipynb #1135e32e
 def markdown_table(df: pd.DataFrame, pct=("er", "ep", "hit"), floatfmt: str = "g") -> str:

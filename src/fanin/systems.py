@@ -18,7 +18,7 @@ import numpy as np
 from .files import atomic_write, unfinished
 from .metrics import carries, doc_text, unit_docs
 from .schema import Corpus, Instance, Unit
-from .text import chunk_spans, lexical_tokens
+from .text import TOKENIZERS, chunk_spans, lexical_tokens
 
 # %% auto #0
 __all__ = ['LOSS_STEPS', 'CLOSEST_CHARS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished',
@@ -140,6 +140,7 @@ class System:
 
     locates = False   # True: `locate` names where this system's own structure lost a document (the diagnosis)
     locate_needs_llm = False   # True: `locate` asks `self.llm` again (ratings the run's LLM cache replays); the diagnosis starts it
+    ranks = True      # False: its pack is a fixed slice in a fixed order, not a ranking, so rank metrics (Recall@k) leave it out
     uses_gold = False  # True: its packs read the gold pages (the oracle): a ceiling, not a system a router could choose
 
     def locate(self, query: str, docs: list[str], instance: Instance | None = None) -> dict[str, dict]:
@@ -330,15 +331,16 @@ class BM25System(ChunkedSystem):
     index_format = 2  # 1: bm25.pkl (a pickled BM25Okapi); 2: bm25_tokens.json.gz
 
     def __init__(self, name="bm25", chunk_tokens=1200, chunk_overlap=100, k1=1.5, b=0.75, backend: str = "bm25s",
-                 method: str = "okapi"):
+                 method: str = "okapi", tokenizer: str = "content_words"):
         super().__init__(name, chunk_tokens, chunk_overlap)
         if backend not in BM25_BACKENDS: raise ValueError(f"{name}: backend must be one of {', '.join(BM25_BACKENDS)}, not {backend!r}")
-        self.k1, self.b, self.backend, self.method = k1, b, backend, method
+        if tokenizer not in TOKENIZERS: raise ValueError(f"{name}: tokenizer must be one of {', '.join(TOKENIZERS)}, not {tokenizer!r}")
+        self.k1, self.b, self.backend, self.method, self.tokenizer = k1, b, backend, method, tokenizer
         self.bm25 = None
 
     def _build(self, corpus, folder):
         self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
-        toks = [lexical_tokens(corpus[c.doc_id].text[c.start:c.end]) for c in self.chunks]
+        toks = [lexical_tokens(corpus[c.doc_id].text[c.start:c.end], self.tokenizer) for c in self.chunks]
         self.bm25 = bm25_from_tokens(toks, self.k1, self.b, self.backend, self.method)
         if folder is not None:
             self._save_chunks(folder)
@@ -351,13 +353,13 @@ class BM25System(ChunkedSystem):
 
     def retrieve(self, query, k, instance=None):
         self._need_index()
-        q = lexical_tokens(query)
+        q = lexical_tokens(query, self.tokenizer)
         if not q or self.bm25 is None: return []  # no query terms: BM25 has nothing to rank by
         idx, sc = top_k(np.asarray(self.bm25.get_scores(q)), k)
         return self._units(idx, sc)
 
     def _deep(self, query, instance=None):
-        q = lexical_tokens(query)
+        q = lexical_tokens(query, self.tokenizer)
         s = np.asarray(self.bm25.get_scores(q)) if q and self.bm25 is not None else np.zeros(len(self.chunks))
         return top_k(s, len(s))[0], s > 0, "lexical: no term of the question occurs in its chunks (BM25 scores them 0)"
 
@@ -511,6 +513,7 @@ class DenseSystem(ChunkedSystem):
 class LongContextSystem(System):
     "AuthTrace's fixed-order baseline: documents sorted by name, title prepended, concatenated until `budget_chars`."
     name = "long_context"
+    ranks = False   # the order is the documents' names, not relevance
 
     def __init__(self, name="long_context", budget_chars: int = 150_000):
         super().__init__(name)

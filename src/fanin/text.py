@@ -9,7 +9,7 @@ import re
 from typing import Iterator
 
 # %% auto #0
-__all__ = ['TOKEN_RE', 'clean_page', 'token_spans', 'count_tokens', 'chunk_spans', 'chunk_text', 'lexical_tokens']
+__all__ = ['TOKEN_RE', 'TOKENIZERS', 'clean_page', 'token_spans', 'count_tokens', 'chunk_spans', 'chunk_text', 'lexical_tokens']
 
 # %% ../../nbs/02_text.ipynb #ecb55877
 _IMG = re.compile(r"!\[[^\]]*\]\([^)]*\)")
@@ -67,6 +67,13 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 _WORD = re.compile(r"\w+")
 
 
-def lexical_tokens(text: str) -> list[str]:
-    "Lowercased word tokens without English stop words (BM25's vocabulary)."
-    return [w for w in _WORD.findall(text.lower()) if w not in ENGLISH_STOP_WORDS]
+TOKENIZERS = ("content_words", "words")
+
+
+def lexical_tokens(text: str, tokenizer: str = "content_words") -> list[str]:
+    """Lowercased word tokens (BM25's vocabulary). `content_words` (the lab's default) drops scikit-learn's English stop words;
+    `words` keeps every word, as the papers' BM25 baselines tokenize."""
+    words = _WORD.findall(text.lower())
+    if tokenizer == "words": return words
+    if tokenizer != "content_words": raise ValueError(f"tokenizer {tokenizer!r}: expected one of {', '.join(TOKENIZERS)}")
+    return [w for w in words if w not in ENGLISH_STOP_WORDS]
