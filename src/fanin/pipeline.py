@@ -90,7 +90,7 @@ def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], l
     inputs = run_inputs(cfg, ds)
     contents = [p for p in folder.iterdir() if p.name not in KEPT and not p.name.startswith(".")] if folder.exists() else []
     if not check_stamp(folder, "retrieve", inputs, contents, integrity_policy(cfg), log=log):
-        if contents and "retrieve" not in stages:
+        if contents and "retrieve" not in stages and set(stages) - {"index"}:   # a stage that reads the packs cannot go on without them
             raise ConfigError(f"{folder}: its packs were made from other inputs and were removed; run the retrieve stage "
                               f"(fanin run ... --stages retrieve,evaluate,{','.join(stages)})")
         write_stamp(folder, "retrieve", inputs)
