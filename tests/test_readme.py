@@ -146,3 +146,16 @@ def test_the_hipporag_line_is_the_kept_record():
             f"{rec['machine']} | [hipporag_recall.json](data/measured/hipporag_recall.json) |")
     line = next((l for l in README.splitlines() if l.startswith("| HippoRAG layout, MuSiQue")), "")
     assert line == want, f"README's HippoRAG line differs from the record:\n  {line}\nexpected\n  {want}"
+
+
+def test_the_router_line_is_the_kept_record():
+    """The README's sentence on the router's share of the per-question ceiling is rendered from the `structured` experiment of
+    data/measured/diagnosis.json (its headroom table over every fan-in bin)."""
+    import json
+    rec = json.loads((ROOT / "data" / "measured" / "diagnosis.json").read_text())
+    h = {r["system"]: r for r in rec["experiments"]["structured"]["headroom"] if r["fan_in_bin"] == "all"}
+    r = h["router"]
+    want = (f"On mathematics ({r['questions']} questions, `make structured`) the lab's router reaches {100 * r['of_ceiling']:.0f}% of "
+            f"that ceiling (ER {r['er']:.3f} against the oracle route's {r['oracle_route']:.3f}; the best single system, "
+            f"{r['best_single']}, {r['best_single_er']:.3f}).")
+    assert want in " ".join(README.split()), f"README should say: {want}"
