@@ -17,8 +17,8 @@ from .pipeline import StageFailed
 
 # %% auto #0
 __all__ = ['WRITERS', 'headline', 'cmd_run', 'cmd_segment', 'cmd_stats', 'cmd_data', 'cmd_data_report', 'cmd_metrics',
-           'cmd_tables', 'cmd_report', 'cmd_table', 'cmd_plan', 'cmd_sweep', 'cmd_judge_check', 'cmd_eval_wgb',
-           'Terminated', 'interrupted', 'build_parser', 'cmd_bench', 'main', 'source_drift']
+           'cmd_tables', 'cmd_report', 'cmd_table', 'cmd_plan', 'cmd_sweep', 'cmd_judge_check', 'eval_wgb_overrides',
+           'cmd_eval_wgb', 'Terminated', 'interrupted', 'build_parser', 'cmd_bench', 'main', 'source_drift']
 
 # %% ../../nbs/09_cli.ipynb #cc0b9645
 def headline(by_bin_csv) -> str:
@@ -264,54 +264,68 @@ def _eval_wgb_lines(s: dict) -> list[str]:
     return out
 
 
+def eval_wgb_overrides(overrides) -> list[str]:
+    "`overrides` with eval-wgb's judge, `wgb_eval`, unless they name one (`judge=wgb_eval_lab`, or another that is refused)."
+    return list(overrides) if any(o.startswith("judge=") for o in overrides) else ["judge=wgb_eval", *overrides]
+
+
 def cmd_eval_wgb(predictions, overrides, out=None, answers=False, system=None) -> dict:
-    """Score a predictions file with WildGraphBench's released evaluator's rules (`fanin.wgb_eval`, judge `wgb_eval`) on the
-    judge LLM (`judge_llm=` / `llm=`), matched to the configured dataset's questions (`dataset.domains=`) by text. Writes
-    `rows.jsonl` (one row per question, with the judge's detail) and `summary.json` (the three readings, the counts, the
-    setting card) to `out` (default `<outputs>/eval_wgb/<file>-<judge model>-<hash>/`); prints the readings, the card and,
-    last, `eval-wgb rules=… judge_model=… n=… judged=… failed=… avg_acc=… avg_acc_failures_as_zero=… overall_as_released=…`."""
+    """Score a predictions file with WildGraphBench's released evaluator's rules (`fanin.wgb_eval`: judge `wgb_eval`, or
+    `wgb_eval_lab` / `judge.departures=[…]` for the lab's departures) on the judge LLM (`judge_llm=` / `llm=`), matched to the
+    configured dataset's questions (`dataset.domains=`) by text. Writes `rows.jsonl` (one row per question, with the judge's
+    detail) and `summary.json` (the three readings, the counts, the setting card) to `out` (default
+    `<outputs>/eval_wgb/<file>-<judge model>-<hash>/`); prints the readings, the card and, last, `eval-wgb rules=…
+    judge_model=… n=… judged=… failed=… avg_acc=… avg_acc_failures_as_zero=… overall_as_released=…`."""
     import hashlib
     import re
     from fanin.components import load_dataset, make_judge
     from fanin.config import config_hash
+    from fanin.files import atomic_write
     from fanin.judges import judge_agreement
     from fanin.roles import make_llm
     from fanin.wgb_eval import RULES, eval_card, evaluate, match_predictions, predictions_from_answers, read_predictions, wgb_summary
-    named = [o.split("=", 1)[1] for o in overrides if o.startswith("judge=")]
-    if named and named[-1] != "wgb_eval":
-        raise ConfigError(f"eval-wgb applies WildGraphBench's released rules (judge=wgb_eval), not judge={named[-1]}; set its "
-                          f"fields as judge.<field>=… (configs/judge/wgb_eval.yaml)")
-    cfg = compose(["judge=wgb_eval", *[o for o in overrides if not o.startswith("judge=")]])
+    cfg = compose(eval_wgb_overrides(overrides))
     judge, path = make_judge(cfg.judge), Path(predictions)
+    if getattr(judge, "released_rules", None) != RULES:
+        raise ConfigError(f"eval-wgb applies WildGraphBench's released rules (judge=wgb_eval or wgb_eval_lab), not judge="
+                          f"{cfg.judge.name}; name the lab's departures as judge.departures=[…] (configs/judge/wgb_eval.yaml)")
     if not path.is_file(): raise ConfigError(f"{path}: no such predictions file (JSON Lines with question and prediction)")
-    instances = load_dataset(cfg).instances()
+    instances, strict = load_dataset(cfg).instances(), "strict_predictions" in judge.departures
     try:
-        rows, failed_answers = predictions_from_answers(path, instances, system) if answers else (read_predictions(path), 0)
-        pairs, unpredicted = match_predictions(rows, instances, path)
+        rows, failed_answers = predictions_from_answers(path, instances, system) if answers else (read_predictions(path, strict), 0)
+        pairs, unpredicted, unmatched = match_predictions(rows, instances, path, strict)
     except ValueError as e: raise ConfigError(str(e)) from None
     if any("id" in r for r in rows):
         print(f"note: {path} rows carry `id`: eval.py would match by it, and WildGraphBench's questions have none (every question "
               f"would score 0 there); eval-wgb matches by question text", file=sys.stderr)
+    scored_empty = "unpredicted_not_scored" not in judge.departures
+    if scored_empty: pairs += [(i, {"question": i.query.strip(), "prediction": "", "line": None}) for i in unpredicted]
     llm = make_llm(cfg, role="judge")
     with llm:
         df = evaluate(judge, pairs, llm)
         agreement = judge_agreement(judge, llm) if bool((cfg.get("answer") or {}).get("check_judges", True)) else None
-    s = {"rules": RULES, "predictions": str(path), "unpredicted": len(unpredicted), "failed_answers": failed_answers,
-         **wgb_summary(df), "card": eval_card(judge, llm.setting(), [r.get("model") for r in rows], agreement)}
+    s = {"rules": RULES, "departures": list(judge.departures), "predictions": str(path), "unpredicted": len(unpredicted),
+         "unpredicted_scored_as_empty": scored_empty, "replaced_duplicates": sum(len(r.get("replaced", [])) for r in rows),
+         "unmatched": len(unmatched), "failed_answers": failed_answers, **wgb_summary(df),
+         "card": eval_card(judge, llm.setting(), [r.get("model") for r in rows], agreement)}
     key = config_hash({"file": hashlib.sha256(path.read_bytes()).hexdigest(), "judge": judge.setting(), "llm": llm.setting()})
     folder = Path(out) if out else resolve_path(cfg.paths.outputs) / "eval_wgb" / \
         f"{path.stem}-{re.sub(r'[^A-Za-z0-9.]+', '-', llm.model.split('/')[-1]).strip('-')}-{key}"
     folder.mkdir(parents=True, exist_ok=True)
-    df.to_json(folder / "rows.jsonl", orient="records", lines=True, force_ascii=False)
-    (folder / "summary.json").write_text(json.dumps(s, indent=1, default=str))
-    print(f"eval-wgb: {len(pairs)} predictions of {path}; questions of the configured domains without a prediction: "
-          f"{len(unpredicted)} (not scored)" + (f"; failed answers (no prediction): {failed_answers}" if failed_answers else ""))
-    print(f"judged {s['judged']} of {s['questions']}; failed calls: {s['failed']} (excluded | 0 | 0 in the three readings)")
+    atomic_write(folder / "rows.jsonl", df.to_json(orient="records", lines=True, force_ascii=False))
+    atomic_write(folder / "summary.json", json.dumps(s, indent=1, default=str))
+    print(f"eval-wgb: {len(rows)} predictions of {path}: {s['replaced_duplicates']} repeated questions (the last kept), "
+          f"{len(unmatched)} of no question of the configured domains (left out); {len(unpredicted)} questions without a "
+          f"prediction ({'scored as empty answers, as eval.py' if scored_empty else 'not scored'})"
+          + (f"; failed answers (no prediction): {failed_answers}" if failed_answers else ""))
+    print(f"judged {s['judged']} of {s['questions']} without a failed call; {s['failed']} with one ({s['failed_calls']} failed "
+          f"calls: their side 0 as released | question dropped | question 0)")
     print("\n".join(_eval_wgb_lines(s)))
     print(f"card: {s['card']}\nrows: {folder / 'rows.jsonl'}\nsummary: {folder / 'summary.json'}")
     x, z, rel = s["failures_excluded"], s["failures_as_zero"], s["as_released"]
     print(f"eval-wgb rules={RULES} judge_model={llm.model} n={s['questions']} judged={s['judged']} failed={s['failed']} "
-          f"avg_acc={x['avg_acc']:.4f} avg_acc_failures_as_zero={z['avg_acc']:.4f} overall_as_released={rel['overall_accuracy']:.4f}")
+          f"avg_acc={rel['avg_acc']:.4f} avg_acc_failures_excluded={x['avg_acc']:.4f} avg_acc_failures_as_zero={z['avg_acc']:.4f} "
+          f"overall_as_released={rel['overall_accuracy']:.4f}")
     return s
 
 # %% ../../nbs/09_cli.ipynb #166a501e
@@ -496,6 +510,7 @@ def main(argv=None):
     if main_thread:
         old = {s: signal.signal(s, h) for s, h in ((signal.SIGTERM, _on_sigterm), (signal.SIGXFSZ, signal.SIG_IGN))}
     try:
+        if args.cmd == "eval-wgb": overrides = eval_wgb_overrides(overrides)
         if args.cmd in WRITERS: _check_outputs_writable(overrides)
         if args.cmd in ("run", "sweep", "bench") and (drift := source_drift()):
             print(f"fanin {args.cmd}: warning: nbs/ and src/fanin disagree ({drift[0]}" + (f", and {len(drift) - 1} more" if len(drift) > 1 else "")
