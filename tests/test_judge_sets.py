@@ -138,3 +138,37 @@ def test_frozen_sets_match_the_checksums_in_their_readme(path):
     actual = hashlib.sha256(path.read_bytes()).hexdigest()
     assert actual == stated[0], (f"data/judge_meta/{path.name} differs from the checksum in data/judge_meta/README.md: "
                                  "a held-out set is frozen; write a new file instead of editing it")
+
+
+SWAP_SETS = {"frozen4": ["culture", "geography", "nature", "mathematics"], "frozen5": ["health", "people", "human_activities", "philosophy"],
+             "frozen6": ["technology", "religion", "society", "history"]}
+SWAP_KIND_LABEL = {"correct": 1, "paraphrase": 1, "numbers_in_words": 1, "reordered": 1, "omits_incidental": 1,
+                   "swap_entity": 0, "swap_date": 0, "swap_quantity": 0, "partial": 0, "wrong": 0}
+
+
+def test_the_swap_sets_have_ten_kinds_of_ten_rows_from_their_domains():
+    """frozen4-6: 100 rows each, 10 of each kind with its label, ids f<N>-<sf|mf|sum>-<n>-<kind>, 4 single-fact, 4 multi-fact
+    and 2 summary questions, none shared with another set; quoted unchanged from WildGraphBench's QA files of their domains."""
+    seen = {r["question"] for p in (TUNING, FROZEN, FROZEN2, FROZEN3) for r in load_cases(p)}
+    qa = ROOT.parent / "shared" / "data" / "wildgraphbench" / "QA"
+    for name, domains in SWAP_SETS.items():
+        rows = load_cases(META / f"{name}_cases.jsonl")
+        assert len(rows) == 100 and Counter(r["kind"] for r in rows) == {k: 10 for k in SWAP_KIND_LABEL}, name
+        assert all(r["label"] == SWAP_KIND_LABEL[r["kind"]] for r in rows), name
+        assert len({r["id"] for r in rows}) == 100 and all(r["id"] == f"f{name[-1]}-{PREFIX[r['qtype']]}-{r['id'].split('-')[2]}-{r['kind']}"
+                                                              for r in rows), name
+        assert Counter(q for q, _ in questions(rows).values()) == {"single-fact": 4, "multi-fact": 4, "summary": 2}, name
+        assert not {r["question"] for r in rows} & seen, f"{name} reuses a question of another set"
+        seen |= {r["question"] for r in rows}
+        if not qa.is_dir(): continue
+        source = {json.loads(l)["question"]: (d, json.loads(l)) for d in domains
+                  for l in (qa / d / "questions.jsonl").read_text(encoding="utf-8").splitlines() if l.strip()}
+        for r in rows:
+            assert r["question"] in source, f"{name} {r['id']}: not a question of {domains}"
+            row = source[r["question"]][1]
+            assert r["reference"] == (" ".join(row["gold_statements"]) if r["qtype"] == "summary" else row["answer"]), r["id"]
+
+
+@pytest.mark.parametrize("name", sorted(SWAP_SETS))
+def test_the_swap_sets_match_their_checksums(name):
+    test_frozen_sets_match_the_checksums_in_their_readme(META / f"{name}_cases.jsonl")
