@@ -201,7 +201,7 @@ def _judge_check_lines(name: str, path, s: dict, role: str = "") -> list[str]:
             + f"; failed judgments: {s['failed']}"]
 
 
-def cmd_judge_check(overrides, cases=None, out=None) -> dict:
+def cmd_judge_check(overrides, cases=None, out=None, record=None) -> dict:
     """Run the configured judge (`judge=<name>`, on `judge_llm` / `llm` when it is an LLM judge) over labelled cases: with
     `--cases FILE` that file; else every set the judge is checked on (`Judge.case_sets`: the tuning set and each further set
     that exists, held out unless the judge declares it a development set; a judge with its own set, e.g. graphrag_bench, its
@@ -212,8 +212,9 @@ def cmd_judge_check(overrides, cases=None, out=None) -> dict:
     import contextlib
     import pandas as pd
     from fanin.judges import MIN_ACCURACY, MIN_KAPPA, case_agreement, judge_check, load_cases, meets_bar
-    from fanin.roles import make_llm
     from fanin.components import make_judge
+    from fanin.lab_report import judge_record
+    from fanin.roles import make_llm
     cfg = compose(overrides)
     judge = make_judge(cfg.judge)
     sets = judge.case_sets(cases)
@@ -242,6 +243,7 @@ def cmd_judge_check(overrides, cases=None, out=None) -> dict:
         if not any(held.values()): print(f"no held-out set for judge {judge.name}: the bar is read on the tuning set")
         print(f"validated: {meets_bar(s_on['accuracy'], s_on['kappa'])} (accuracy >= {MIN_ACCURACY} and kappa >= {MIN_KAPPA} on "
               f"{'+'.join(on)}{' pooled' if len(on) > 1 else ''}: accuracy {s_on['accuracy']:.4f}, kappa {s_on['kappa']:.4f}, n {s_on['n']})")
+    if record: print(f"record: {judge_record(judge, model, results, record)}")
     for name, (_, _, s) in results.items():
         print(f"judge-check judge={judge.name} model={model} set={name} held_out={held[name]} n={s['n']} accuracy={s['accuracy']:.4f} "
               f"kappa={s['kappa']:.4f} meets_bar={meets_bar(s['accuracy'], s['kappa'])}")
@@ -399,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     jc.add_argument("--cases", default=None, help="one JSONL file of cases (default: the judge's sets: its tuning set and, where it "
                     "exists, its frozen set; for WildGraphBench's types data/judge_meta/cases.jsonl and frozen_cases.jsonl)")
     jc.add_argument("--out", default=None, help="write one JSONL row per case with the judge's verdict")
+    jc.add_argument("--record", default=None, help="keep the result in DIR/judges.json (the README's judges table reads it)")
     ev = sub.add_parser("eval-wgb", help="score a predictions file (JSON Lines: question, prediction) by WildGraphBench's released "
                         "evaluator's rules on the judge LLM (judge_llm=...): failed calls excluded, as 0, and as eval.py reports")
     ev.add_argument("predictions", help="JSON Lines, one {\"question\": ..., \"prediction\": ...} a line (questions as released)")
@@ -465,7 +468,7 @@ def _dispatch(args, overrides):
         if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
         cmd_run(overrides, stages)
     elif args.cmd == "stats": cmd_stats(overrides)
-    elif args.cmd == "judge-check": cmd_judge_check(overrides, args.cases, args.out)
+    elif args.cmd == "judge-check": cmd_judge_check(overrides, args.cases, args.out, args.record)
     elif args.cmd == "eval-wgb": cmd_eval_wgb(args.predictions, overrides, args.out, args.answers, args.system)
     elif args.cmd == "data": cmd_data(args.dest, args.dataset)
     elif args.cmd == "fetch-model":

@@ -25,7 +25,8 @@ from .metrics import add_fan_in_bin, fan_in_tables
 # %% auto #0
 __all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs', 'answer_metrics',
            'answer_setting_line', 'oracle_title', 'answer_tables', 'fig_er_ep_by_fan_in', 'fig_topk', 'save_figure',
-           'machine_line', 'table_record', 'recall_summary', 'markdown_table', 'write_report']
+           'machine_line', 'table_record', 'recall_summary', 'judge_record', 'judges_summary', 'markdown_table',
+           'write_report']
 
 # %% ../../nbs/08_lab_report.ipynb #e859884a
 def setting_line(manifests: Sequence[dict]) -> str:
@@ -223,6 +224,40 @@ def recall_summary(record: dict, dataset: str, systems, ks=(2, 5)) -> str:
     missing = [s for s in systems if s not in rows]
     if missing: raise KeyError(f"{record['table']} record: no {dataset} row for {missing}; rerun `fanin table {record['table']} --record`")
     return ", ".join(f"{s} " + " / ".join(f"{100 * rows[s][f'recall@{k}']:.1f}" for k in ks) for s in systems)
+
+# %% ../../nbs/08_lab_report.ipynb #cf82424a
+def judge_record(judge, model: str, results: dict, dest) -> Path:
+    """Keep a judge-check in `dest/judges.json` under the judge's name: per set (`results`: {set: (path, rows, summary)} as
+    `fanin judge-check` makes them) its file, held out or not, n, accuracy, κ, agreement by kind and the swaps rejected."""
+    from fanin.components import git_commit
+    def swaps(df):
+        s = df[df.kind.astype(str).str.startswith("swap_")]
+        return {"swaps": int(len(s)), "swaps_rejected": round(float((s.verdict == 0).mean()), 4) if len(s) else None}
+    sets = {n: {"file": Path(p).name, "held_out": n != "tuning" and judge.held_out(Path(p)), "n": s["n"],
+                "accuracy": round(s["accuracy"], 4), "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 4),
+                "failed": s["failed"], "by_kind": s["by_kind"], **swaps(df)} for n, (p, df, s) in results.items()}
+    out = Path(dest) / "judges.json"
+    doc = json.loads(out.read_text()) if out.exists() else {"judges": {}}
+    doc["judges"][judge.name] = {"model": model, "kind": judge.kind, "setting": judge.setting(), "git_commit": git_commit(),
+                                 "date": time.strftime("%Y-%m-%d"), "machine": machine_line(), "sets": sets}
+    with atomic_open(out, record=False) as f: json.dump(doc, f, indent=1, default=str)   # a committed record: git keeps it whole
+    return out
+
+
+def judges_summary(record: dict, judges, sets) -> str:
+    """The README's judges table from a `judges.json` record: accuracy / κ per set (development sets of a judge in italics,
+    a set not checked '—'), the swaps rejected on its held-out sets pooled, the date and machine."""
+    cell = lambda s: "—" if s is None else (f"{s['accuracy']:.2f} / {s['kappa']:.2f}" if s["held_out"] or s["file"] == "cases.jsonl"
+                                            else f"*{s['accuracy']:.2f} / {s['kappa']:.2f}*")
+    lines = [f"| judge (model) | {' | '.join(sets)} | swaps rejected, held out | measured |", "|---" * (len(sets) + 3) + "|"]
+    for name in judges:
+        j = record["judges"][name]
+        held = [s for s in j["sets"].values() if s["held_out"] and s.get("swaps")]
+        n = sum(s["swaps"] for s in held)
+        sw = f"{round(sum(s['swaps'] * s['swaps_rejected'] for s in held)):.0f} of {n}" if n else "—"
+        lines.append(f"| `{name}` ({j['model']}) | {' | '.join(cell(j['sets'].get(s)) for s in sets)} | {sw} | {j['date']}, "
+                     f"{j['machine']} |")
+    return "\n".join(lines)
 
 # %% ../../nbs/08_lab_report.ipynb #1135e32e
 def markdown_table(df: pd.DataFrame, pct=("er", "ep", "hit"), floatfmt: str = "g") -> str:
