@@ -8,7 +8,7 @@ import yaml
 
 from fanin.cli import main
 from fanin.judges import (DEFAULT_CASES, GraphRAGBenchJudge, Judge, KeyFactJudge, WildGraphBenchJudge, agreement_label,
-                          judge_agreement, load_cases, meets_bar)
+                          judge_agreement, judge_check, load_cases, meets_bar)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,3 +101,21 @@ def test_judge_prompts_are_neutral(path):
         if why in props:
             later = [f for f in props[props.index(why) + 1:] if f in VERDICTS]
             assert later, f"{path.name}: the {why} must come before the verdict"
+
+
+@pytest.mark.parametrize("name", ["proxy", "keyfact", "semfact"])
+def test_the_offline_judges_record_holds(name):
+    """data/measured/judges.json (the README's judges table) is what the offline judges give today on every set they are checked
+    on: a changed judge, rule or set fails here until `fanin judge-check judge=NAME --record data/measured` is rerun."""
+    from fanin.components import make_judge
+    from fanin.config import compose
+    rec = json.loads((ROOT / "data" / "measured" / "judges.json").read_text())["judges"][name]
+    judge = make_judge(compose([f"judge={name}"]).judge)
+    assert rec["setting"] == json.loads(json.dumps(judge.setting(), default=str)), f"{name}'s setting changed since its record"
+    sets = judge.case_sets()
+    assert set(sets) == set(rec["sets"]), f"{name} is checked on {sorted(sets)}, its record on {sorted(rec['sets'])}"
+    for set_name, path in sets.items():
+        df, s = judge_check(judge, load_cases(path))
+        kept = rec["sets"][set_name]
+        assert (s["n"], round(s["accuracy"], 4), round(s["kappa"], 4)) == (kept["n"], kept["accuracy"], kept["kappa"]), (name, set_name)
+        assert kept["held_out"] == (set_name != "tuning" and judge.held_out(path)), (name, set_name)

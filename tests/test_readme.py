@@ -61,7 +61,7 @@ def test_every_measured_link_exists():
     assert paths, "README's Measured section links to no data file"
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     assert not missing, f"README links to files that do not exist: {missing}"
-    measured = re.sub(r"<!-- scale -->.*?<!-- /scale -->", "", _section("Measured"), flags=re.S)  # bound to scale.json below
+    measured = re.sub(r"<!-- (scale|judges) -->.*?<!-- /(scale|judges) -->", "", _section("Measured"), flags=re.S)  # bound below
     rows = [l for l in measured.splitlines() if l.startswith("| ") and not l.startswith("| figure")]
     assert len(rows) >= 5, "the Measured table has a line per headline figure"
     unlinked = [l for l in rows if not re.search(r"\]\((data/measured/|nbs/97_measured)", l)]
@@ -159,3 +159,17 @@ def test_the_router_line_is_the_kept_record():
             f"that ceiling (ER {r['er']:.3f} against the oracle route's {r['oracle_route']:.3f}; the best single system, "
             f"{r['best_single']}, {r['best_single_er']:.3f}).")
     assert want in " ".join(README.split()), f"README should say: {want}"
+
+
+def test_the_judges_table_is_the_kept_record():
+    """The README's judges table is `fanin.lab_report.judges_summary` of data/measured/judges.json (`fanin judge-check
+    judge=NAME --record data/measured`; tests/test_judges_agreement.py reruns the offline judges against it)."""
+    import json
+    from fanin.lab_report import judges_summary
+    rec = json.loads((ROOT / "data" / "measured" / "judges.json").read_text())
+    m = re.search(r"<!-- judges -->\n(.*?)\n<!-- /judges -->", README, re.S)
+    assert m, "README has no <!-- judges --> ... <!-- /judges --> block"
+    sets = {"tuning": "cases.jsonl", **{f"frozen{i}": f"frozen{i}_cases.jsonl" for i in ["", "2", "3", "4", "5", "6"]}}
+    judges = [l.split("`")[1] for l in m.group(1).splitlines()[2:]]
+    assert {"proxy", "keyfact", "semfact"} <= set(judges), judges
+    assert m.group(1).strip() == judges_summary(rec, judges, sets), "README's judges table differs from the record (rerun the block)"

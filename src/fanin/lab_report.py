@@ -230,10 +230,11 @@ def judge_record(judge, model: str, results: dict, dest) -> Path:
     """Keep a judge-check in `dest/judges.json` under the judge's name: per set (`results`: {set: (path, rows, summary)} as
     `fanin judge-check` makes them) its file, held out or not, n, accuracy, κ, agreement by kind and the swaps rejected."""
     from fanin.components import git_commit
+    from fanin.judges import DEFAULT_CASES
     def swaps(df):
         s = df[df.kind.astype(str).str.startswith("swap_")]
         return {"swaps": int(len(s)), "swaps_rejected": round(float((s.verdict == 0).mean()), 4) if len(s) else None}
-    sets = {n: {"file": Path(p).name, "held_out": n != "tuning" and judge.held_out(Path(p)), "n": s["n"],
+    sets = {n: {"file": Path(p).name, "held_out": Path(p).name != Path(DEFAULT_CASES).name and judge.held_out(Path(p)), "n": s["n"],
                 "accuracy": round(s["accuracy"], 4), "kappa": None if s["kappa"] != s["kappa"] else round(s["kappa"], 4),
                 "failed": s["failed"], "by_kind": s["by_kind"], **swaps(df)} for n, (p, df, s) in results.items()}
     out = Path(dest) / "judges.json"
@@ -244,9 +245,9 @@ def judge_record(judge, model: str, results: dict, dest) -> Path:
     return out
 
 
-def judges_summary(record: dict, judges, sets) -> str:
-    """The README's judges table from a `judges.json` record: accuracy / κ per set (development sets of a judge in italics,
-    a set not checked '—'), the swaps rejected on its held-out sets pooled, the date and machine."""
+def judges_summary(record: dict, judges, sets: dict) -> str:
+    """The README's judges table from a `judges.json` record: accuracy / κ per set (`sets`: column -> file; a judge's
+    development sets in italics, a set not checked '—'), the swaps rejected on its held-out sets pooled, the date and machine."""
     cell = lambda s: "—" if s is None else (f"{s['accuracy']:.2f} / {s['kappa']:.2f}" if s["held_out"] or s["file"] == "cases.jsonl"
                                             else f"*{s['accuracy']:.2f} / {s['kappa']:.2f}*")
     lines = [f"| judge (model) | {' | '.join(sets)} | swaps rejected, held out | measured |", "|---" * (len(sets) + 3) + "|"]
@@ -255,7 +256,8 @@ def judges_summary(record: dict, judges, sets) -> str:
         held = [s for s in j["sets"].values() if s["held_out"] and s.get("swaps")]
         n = sum(s["swaps"] for s in held)
         sw = f"{round(sum(s['swaps'] * s['swaps_rejected'] for s in held)):.0f} of {n}" if n else "—"
-        lines.append(f"| `{name}` ({j['model']}) | {' | '.join(cell(j['sets'].get(s)) for s in sets)} | {sw} | {j['date']}, "
+        by_file = {s["file"]: s for s in j["sets"].values()}
+        lines.append(f"| `{name}` ({j['model']}) | {' | '.join(cell(by_file.get(f)) for f in sets.values())} | {sw} | {j['date']}, "
                      f"{j['machine']} |")
     return "\n".join(lines)
 
