@@ -398,8 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--record", default=None, help="also keep the table as the measured record DIR/NAME.json (data/measured), which the README quotes")
     _plan_parser(sub)
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
-    jc.add_argument("--cases", default=None, help="one JSONL file of cases (default: the judge's sets: its tuning set and, where it "
-                    "exists, its frozen set; for WildGraphBench's types data/judge_meta/cases.jsonl and frozen_cases.jsonl)")
+    jc.add_argument("--cases", default=None, help="one JSONL file of cases (default: every set the judge is checked on, data/judge_meta/)")
     jc.add_argument("--out", default=None, help="write one JSONL row per case with the judge's verdict")
     jc.add_argument("--record", default=None, help="keep the result in DIR/judges.json (the README's judges table reads it)")
     ev = sub.add_parser("eval-wgb", help="score a predictions file (JSON Lines: question, prediction) by WildGraphBench's released "

@@ -23,10 +23,10 @@ from .llm import read_ledger
 from .metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
-__all__ = ['setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs', 'answer_metrics',
-           'answer_setting_line', 'oracle_title', 'answer_tables', 'fig_er_ep_by_fan_in', 'fig_topk', 'save_figure',
-           'machine_line', 'table_record', 'recall_summary', 'judge_record', 'judges_summary', 'markdown_table',
-           'write_report']
+__all__ = ['CREDIT_SETS', 'setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs',
+           'answer_metrics', 'answer_setting_line', 'oracle_title', 'answer_tables', 'fig_er_ep_by_fan_in', 'fig_topk',
+           'save_figure', 'machine_line', 'table_record', 'recall_summary', 'judge_record', 'judges_summary',
+           'credit_record', 'credit_summary', 'markdown_table', 'write_report']
 
 # %% ../../nbs/08_lab_report.ipynb #e859884a
 def setting_line(manifests: Sequence[dict]) -> str:
@@ -260,6 +260,45 @@ def judges_summary(record: dict, judges, sets: dict) -> str:
         lines.append(f"| `{name}` ({j['model']}) | {' | '.join(cell(by_file.get(f)) for f in sets.values())} | {sw} | {j['date']}, "
                      f"{j['machine']} |")
     return "\n".join(lines)
+
+# %% ../../nbs/08_lab_report.ipynb #ef9abd4d
+CREDIT_SETS = ("calibration_pairs.jsonl", "heldout_pairs.jsonl")   # data/credit_meta/: chosen on the first, reported on the second
+
+
+def credit_record(dest, overrides=(), meta="data/credit_meta") -> Path:
+    """Score the 4-gram rule (`metrics.carries`) and `metrics.RareWordingCredit` on the labelled (unit, page) pairs of `meta`
+    against the configured dataset's corpora (WildGraphBench by default), and keep the result in `dest/credit.json` with the
+    rules' settings, commit, date and machine."""
+    from fanin.components import git_commit, load_dataset
+    from fanin.config import compose, resolve_path
+    from fanin.metrics import RareWordingCredit, carries, credit_agreement, doc_text
+    ds, corpora, rules = load_dataset(compose(list(overrides))), {}, {}
+    def corpus(d):
+        if d not in corpora: corpora[d] = ds.corpus(d)
+        return corpora[d]
+    def rare(d):
+        if d not in rules: rules[d] = RareWordingCredit(corpus(d))
+        return lambda text, i: rules[d](text, doc_text(corpus(d)[i]))
+    wording = lambda d: lambda text, i: carries(text, doc_text(corpus(d)[i]))
+    sets = {}
+    for name in CREDIT_SETS:
+        pairs = [json.loads(l) for l in (resolve_path(meta) / name).read_text(encoding="utf-8").splitlines() if l.strip()]
+        sets[name] = {"wording": credit_agreement(pairs, wording), "rare_wording": credit_agreement(pairs, rare)}
+    doc = {"rules": {"wording": {"rule": "wording", "ngram": 4, "min_tokens": 8, "min_share": 0.05},
+                     "rare_wording": next(iter(rules.values())).setting()},
+           "sets": sets, "git_commit": git_commit(), "date": time.strftime("%Y-%m-%d"), "machine": machine_line()}
+    out = Path(dest) / "credit.json"
+    with atomic_open(out, record=False) as f: json.dump(doc, f, indent=1)
+    return out
+
+# %% ../../nbs/08_lab_report.ipynb #f7a1850d
+def credit_summary(record: dict) -> str:
+    "The README's line on the credit rules, from a `credit.json` record: precision / recall of each on the held-out pairs."
+    h, c = record["sets"]["heldout_pairs.jsonl"], record["sets"]["calibration_pairs.jsonl"]
+    f = lambda s: f"{s['precision']:.2f} / {s['recall']:.2f}"
+    return (f"| evidence credit, held-out pairs (precision / recall of \"carries the page\") | rare wording {f(h['rare_wording'])} "
+            f"(calibration {f(c['rare_wording'])}); the 4-gram rule the runs use {f(h['wording'])} | {record['date']} | "
+            f"{record['machine']} | [credit.json](data/measured/credit.json) |")
 
 # %% ../../nbs/08_lab_report.ipynb #1135e32e
 def markdown_table(df: pd.DataFrame, pct=("er", "ep", "hit"), floatfmt: str = "g") -> str:
