@@ -173,3 +173,38 @@ def test_the_judges_table_is_the_kept_record():
     judges = [l.split("`")[1] for l in m.group(1).splitlines()[2:]]
     assert {"proxy", "keyfact", "semfact"} <= set(judges), judges
     assert m.group(1).strip() == judges_summary(rec, judges, sets), "README's judges table differs from the record (rerun the block)"
+
+
+def _peer_builds(rows) -> tuple[int, int]:
+    "(peer packages whose index built in at least one mode, peer packages) on mathematics, from figures.csv `peers_mathematics`."
+    t = [r for r in rows if r["table"] == "peers_mathematics"]
+    package = {r["row"]: r["value"] for r in t if r["figure"] == "package" and r["value"] != "—"}
+    built = {package[r["row"]] for r in t if r["figure"] == "ER all" and r["row"] in package and re.fullmatch(r"[\d.]+", r["value"])}
+    return len(built), len(set(package.values()))
+
+
+def test_every_figures_csv_line_of_the_readme_is_in_its_table():
+    """Each line of the README's Measured table that cites `figures.csv` TABLE states only numbers that TABLE holds on the date
+    the line gives (as written, or seconds given in minutes; the peers line counts the packages that build from the per-peer
+    rows), so a figure re-measured into figures.csv cannot leave the README quoting an older one."""
+    rows = list(csv.DictReader(open(ROOT / "data" / "measured" / "figures.csv", newline="", encoding="utf-8")))
+    num = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+    bad = []
+    for line in _section("Measured").splitlines():
+        m = re.search(r"figures\.csv\]\([^)]*\) `(\w+)`", line)
+        if not m or not line.startswith("| "): continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        value, date = cells[1], cells[2]
+        held = [r for r in rows if r["table"] == m.group(1) and r["date"] == date]
+        if m.group(1) == "peers_mathematics":
+            built, packages = _peer_builds(rows)
+            if not value.startswith(f"{built} of {packages} peer packages build"): bad.append(f"{cells[0]}: not '{built} of {packages}'")
+            continue
+        values = set()
+        for r in held:
+            for n in num.findall(r["value"]):
+                x = float(n.replace(",", ""))
+                values |= {round(x, 1)} | ({round(x / 60, 1)} if r["unit"] == "s" else set())
+        missing = [n for n in num.findall(value) if round(float(n.replace(",", "")), 1) not in values]
+        if not held or missing: bad.append(f"{cells[0]}: {missing or 'no row of that date'} not in figures.csv `{m.group(1)}` ({date})")
+    assert not bad, "README lines quoting figures their table does not hold:\n" + "\n".join(bad)
