@@ -15,7 +15,7 @@ from fastcore.basics import patch
 
 from .nlp import ParsedCorpus, link_query, normalize_entity, parse_corpus
 from .schema import Corpus, Unit
-from .metrics import carries, doc_text
+from .metrics import carries_page
 from .systems import System, loss
 
 # %% auto #0
@@ -225,7 +225,7 @@ def locate(self: EntityGraphSystem, query, docs, instance=None):
         if u is None and not ents: out[d] = loss("not_indexed", "extraction: no entity found in the page")
         elif u is None: out[d] = loss("unreachable", f"graph: {edges}" if v1 else "graph: the question links no entity",
                                       hops=self._graph_hops(v1, ents))
-        elif not carries(u.text, doc_text(self.corpus[d])):
+        elif not carries_page(u.text, d, self.corpus):
             out[d] = loss("unreachable", f"graph: the {u.meta['n_sentences']} sentence(s) reached carry too little of the page", closest=u.text)
         else: out[d] = loss("ranked_out", rank=u.rank, closest=u.text)
     return out

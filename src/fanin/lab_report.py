@@ -42,7 +42,8 @@ def setting_line(manifests: Sequence[dict]) -> str:
     bins = "; ".join(f"{b['name']}={b['lo']}" + ("+" if b["hi"] is None else ("" if b["hi"] == b["lo"] else f"-{b['hi']}"))
                      for b in m0["config"]["fan_in_bins"])
     return (f"data={data['dataset']}@{data['commit']} (qa {data['qa_sha1']}, {len(data['domains'])} domains, clean={data['clean']}); "
-            f"systems={systems}; {', '.join(ks)}; embedder={','.join(emb) or 'none'}; fan-in bins {bins}; judge=deterministic document-level")
+            f"systems={systems}; {', '.join(ks)}; embedder={','.join(emb) or 'none'}; fan-in bins {bins}; credit=rare wording (metrics.credit_rule); "
+            f"judge=deterministic document-level")
 
 
 def write_table(df: pd.DataFrame, path: Path, setting: str) -> Path:
@@ -266,18 +267,18 @@ CREDIT_SETS = ("calibration_pairs.jsonl", "heldout_pairs.jsonl")   # data/credit
 
 
 def credit_record(dest, overrides=(), meta="data/credit_meta") -> Path:
-    """Score the 4-gram rule (`metrics.carries`) and `metrics.RareWordingCredit` on the labelled (unit, page) pairs of `meta`
+    """Score the 4-gram rule (`metrics.carries`) and the lab's rule (`metrics.credit_rule`) on the labelled (unit, page) pairs of `meta`
     against the configured dataset's corpora (WildGraphBench by default), and keep the result in `dest/credit.json` with the
     rules' settings, commit, date and machine."""
     from fanin.components import git_commit, load_dataset
     from fanin.config import compose, resolve_path
-    from fanin.metrics import RareWordingCredit, carries, credit_agreement, doc_text
+    from fanin.metrics import carries, credit_agreement, credit_rule, doc_text
     ds, corpora, rules = load_dataset(compose(list(overrides))), {}, {}
     def corpus(d):
         if d not in corpora: corpora[d] = ds.corpus(d)
         return corpora[d]
     def rare(d):
-        if d not in rules: rules[d] = RareWordingCredit(corpus(d))
+        if d not in rules: rules[d] = credit_rule(corpus(d))
         return lambda text, i: rules[d](text, doc_text(corpus(d)[i]))
     wording = lambda d: lambda text, i: carries(text, doc_text(corpus(d)[i]))
     sets = {}
@@ -297,7 +298,7 @@ def credit_summary(record: dict) -> str:
     h, c = record["sets"]["heldout_pairs.jsonl"], record["sets"]["calibration_pairs.jsonl"]
     f = lambda s: f"{s['precision']:.2f} / {s['recall']:.2f}"
     return (f"| evidence credit, held-out pairs (precision / recall of \"carries the page\") | rare wording {f(h['rare_wording'])} "
-            f"(calibration {f(c['rare_wording'])}); the 4-gram rule the runs use {f(h['wording'])} | {record['date']} | "
+            f"(calibration {f(c['rare_wording'])}), the rule the runs use; the 4-gram rule {f(h['wording'])} | {record['date']} | "
             f"{record['machine']} | [credit.json](data/measured/credit.json) |")
 
 # %% ../../nbs/08_lab_report.ipynb #1135e32e

@@ -12,7 +12,7 @@ import numpy as np
 from fastcore.basics import patch
 
 from .schema import Unit
-from .metrics import carries, doc_text
+from .metrics import carries_page
 from .systems import ChunkedSystem, chunk_corpus, locate_in_ranking
 
 # %% auto #0
@@ -383,7 +383,7 @@ def locate(self: MemorySystem, query, docs, instance=None):
     for d in [d for d in docs if d not in gone]:
         own = set(self.chunks_of(d))
         mems = [e for e, o in zip(self.entries, self.owner) if int(o) in own]
-        if not any(carries(m, doc_text(self.corpus[d])) for m in mems):
+        if not any(carries_page(m, d, self.corpus) for m in mems):
             gone[d] = f"extraction: the {len(mems)} memories written from its chunks carry none of its wording"
     return locate_in_ranking(self.retrieve(query, max(1, self.faiss_index.ntotal)), docs, self.corpus, gone,
                              "memory: no memory that carries its wording is returned")
@@ -395,7 +395,7 @@ def locate(self: CommunitySystem, query, docs, instance=None):
     self._need_index()
     if self.mode == "global":
         gone = {d: "summarised away: no community report carries its wording" for d in docs
-                if not any(d in ds and carries(r, doc_text(self.corpus[d])) for r, ds in zip(self.reports, self.report_docs))}
+                if not any(d in ds and carries_page(r, d, self.corpus) for r, ds in zip(self.reports, self.report_docs))}
         return locate_in_ranking(self._global(query, self.global_candidates), docs, self.corpus, gone,
                                  f"community: none of its reports is among the {self.global_candidates} the search rates")
     linked = link_query(query, self.parsed.entity_id, self.max_ngram)

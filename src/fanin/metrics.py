@@ -19,8 +19,8 @@ from .schema import Corpus, Instance, Pack
 
 # %% auto #0
 __all__ = ['CARRY_NGRAM', 'CARRY_TOKENS', 'CARRY_SHARE', 'METRIC_COLUMNS', 'CITED_COLUMNS', 'doc_text', 'carried_tokens',
-           'carries', 'carried_enough', 'unit_docs', 'passage_recall', 'evidence_metrics', 'RareWordingCredit',
-           'credit_agreement', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
+           'carries', 'carried_enough', 'RareWordingCredit', 'credit_rule', 'carries_page', 'credit_agreement',
+           'unit_docs', 'passage_recall', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
 
 # %% ../../nbs/06_metrics.ipynb #49e64f5a
 CARRY_NGRAM, CARRY_TOKENS, CARRY_SHARE = 4, 8, 0.05   # the content rule's defaults (see above)
@@ -31,7 +31,12 @@ def _words(text: str) -> list[str]: return _WORD.findall(text.lower())
 
 
 def _hashes(words: list[str], n: int) -> np.ndarray:
-    return np.fromiter((hash(tuple(words[i:i + n])) for i in range(len(words) - n + 1)), dtype=np.int64)
+    "One 64-bit hash per word `n`-gram, in order: the words' hashes combined position by position (stable within a process)."
+    if len(words) < n or n < 1: return np.zeros(0, np.int64)
+    h = np.fromiter(map(hash, words), np.int64, len(words)).view(np.uint64)
+    out = h[:len(h) - n + 1].copy()
+    for j in range(1, n): out = out * np.uint64(1000003) ^ h[j:len(h) - n + 1 + j]   # wraps around modulo 2**64, as meant
+    return out.view(np.int64)
 
 
 @functools.lru_cache(maxsize=512)
@@ -69,15 +74,95 @@ def carried_enough(carried: int, tokens: int, min_tokens: int = CARRY_TOKENS, mi
     return tokens > 0 and carried >= min(tokens, max(min_tokens, min_share * tokens))
 
 
-def unit_docs(u, texts=None, ngram: int = CARRY_NGRAM, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE,
-              credit=None) -> list[str]:
+# %% ../../nbs/06_metrics.ipynb #f03cd67a
+class RareWordingCredit:
+    """Whether a unit carries a page, by the page's rare wording (above): `rule(text, doc)` with the corpus's page frequencies
+    of 4-grams and words taken once from `texts` (a `Corpus` or {doc id: text}, the pages a unit may cite)."""
+
+    def __init__(self, texts, common_share: float = 0.02, quote_tokens: int = 12, short_tokens: int = 25,
+                 short_share: float = 0.35, ngram: int = CARRY_NGRAM, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE):
+        docs = [doc_text(texts[d]) for d in (texts.ids if hasattr(texts, "ids") else texts)]
+        self.pages, self.ngram = len(docs), ngram
+        self.common, self.quote_tokens, self.short_tokens, self.short_share = common_share, quote_tokens, short_tokens, short_share
+        self.min_tokens, self.min_share = min_tokens, min_share
+        self._docs = docs
+
+    @functools.cached_property
+    def _gram_table(self) -> tuple[np.ndarray, np.ndarray]:
+        "The corpus's distinct n-grams (sorted hashes) and how many pages carry each: counted on first need, not for verbatim units."
+        return np.unique(np.concatenate([_doc_ngrams(t, self.ngram) for t in self._docs] or [np.zeros(0, np.int64)]), return_counts=True)
+
+    @functools.cached_property
+    def _word_pages(self) -> Counter:
+        "How many pages carry each word: counted on first need (a short unit that is no quote)."
+        return Counter(w for t in self._docs for w in set(_words(t)))
+
+    def setting(self) -> dict:
+        return {"rule": "rare_wording", "common_share": self.common, "quote_tokens": self.quote_tokens,
+                "short_tokens": self.short_tokens, "short_share": self.short_share, "ngram": self.ngram}
+
+    def _pages_of(self, hashes: np.ndarray) -> np.ndarray:
+        grams, pages = self._gram_table
+        i = np.clip(np.searchsorted(grams, hashes), 0, max(len(grams) - 1, 0))
+        return np.where(grams[i] == hashes, pages[i], 0) if len(grams) else np.zeros(len(hashes), int)
+
+    def __call__(self, text: str, doc: str) -> bool:
+        words = _words(text)
+        if not words: return False
+        if text.strip() in doc: return True
+        n = min(self.ngram, len(words))
+        grams = _hashes(words, n)
+        hit = np.isin(grams, _doc_ngrams(doc, n))
+        spread = lambda h: np.convolve(h.astype(np.int64), np.ones(n, dtype=np.int64)) > 0   # n-gram starts -> tokens covered
+        runs = np.diff(np.flatnonzero(np.diff(np.r_[0, spread(hit).astype(int), 0])))[::2]   # lengths of covered runs
+        if len(runs) and runs.max() >= self.quote_tokens: return True
+        rare = hit & (self._pages_of(grams) <= max(1, self.common * self.pages))
+        if carried_enough(int(spread(rare).sum()), len(words), self.min_tokens, self.min_share): return True
+        if len(words) > self.short_tokens: return False
+        from fanin.text import lexical_tokens
+        weight = {w: math.log(self.pages / max(1, self._word_pages[w])) for w in dict.fromkeys(lexical_tokens(text))}
+        total, page_words = sum(weight.values()), set(_words(doc))
+        return total > 0 and sum(v for w, v in weight.items() if w in page_words) / total >= self.short_share
+
+
+# %% ../../nbs/06_metrics.ipynb #c48f4517
+_RULES: dict[int, tuple] = {}   # id(corpus) -> (corpus, its rule): the corpus is held, so an id is never reused while cached
+
+
+def credit_rule(texts) -> RareWordingCredit:
+    """The lab's credit rule for a corpus (a `Corpus` or {doc id: text}, not changed after): a `RareWordingCredit` over it,
+    built once per corpus object and kept for the last 16, so every metric and every diagnosis of a process reads the same one."""
+    hit = _RULES.get(id(texts))
+    if hit is None or hit[0] is not texts:
+        hit = _RULES[id(texts)] = (texts, RareWordingCredit(texts))
+        while len(_RULES) > 16: _RULES.pop(next(iter(_RULES)))
+    return hit[1]
+
+# %% ../../nbs/06_metrics.ipynb #13a1e2d8
+def carries_page(text: str, doc_id: str, corpus) -> bool:
+    "Whether `text` carries page `doc_id` of `corpus` by the lab's rule (`credit_rule`): what a diagnosis asks of an index's units."
+    return doc_id in corpus and credit_rule(corpus)(text, doc_text(corpus[doc_id]))
+
+# %% ../../nbs/06_metrics.ipynb #4ba706f9
+def credit_agreement(pairs: list[dict], rule_of) -> dict:
+    """A credit rule against labelled (unit, page, carries it?) pairs (`data/credit_meta/`): precision and recall of "carries",
+    accuracy, and agreement per kind. `rule_of(domain)` gives the rule for a pair's domain: (text, doc id) -> bool."""
+    got = [(bool(rule_of(p["domain"])(p["unit"], p["doc_id"])), bool(p["label"]), p["kind"]) for p in pairs]
+    tp = sum(g and l for g, l, _ in got)
+    kinds = {k: round(float(np.mean([g == l for g, l, kk in got if kk == k])), 3) for k in dict.fromkeys(k for _, _, k in got)}
+    return {"n": len(got), "precision": round(tp / max(1, sum(g for g, _, _ in got)), 4),
+            "recall": round(tp / max(1, sum(l for _, l, _ in got)), 4),
+            "accuracy": round(float(np.mean([g == l for g, l, _ in got])), 4), "by_kind": kinds}
+
+# %% ../../nbs/06_metrics.ipynb #94b051ad
+def unit_docs(u, texts=None, credit=None) -> list[str]:
     """The documents a unit is credited with. Without `texts`, those it cites: the ones a summary unit lists in
     `meta['doc_ids']`, else its own `doc_id`. With `texts` (a `Corpus`, or a mapping doc id -> `Document` or text), only the
-    cited documents whose content it carries (`carries`, or the rule `credit(text, doc)`, e.g. a `RareWordingCredit`); a cited
-    document the mapping lacks is not carried."""
+    cited documents whose content it carries: by the lab's rule for that corpus (`credit_rule`), or by `credit(text, doc)` when
+    given (e.g. the 4-gram rule `carries`, for comparison); a cited document the mapping lacks is not carried."""
     cited = list(u.meta.get("doc_ids") or [u.doc_id])
     if texts is None: return cited
-    test = credit or (lambda t, d: carries(t, d, ngram, min_tokens, min_share))
+    test = credit or credit_rule(texts)
     return [d for d in cited if d in texts and test(u.text, doc_text(texts[d]))]
 
 
@@ -99,11 +184,10 @@ def passage_recall(pack: Pack, instance: Instance, k: int, per_unit: list[list[s
 def _has_texts(known_docs) -> bool: return isinstance(known_docs, (Mapping, Corpus))
 
 
-def evidence_metrics(pack: Pack, instance: Instance, known_docs=None, recall_ks=(), ngram: int = CARRY_NGRAM,
-                     min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> dict:
+def evidence_metrics(pack: Pack, instance: Instance, known_docs=None, recall_ks=(), credit=None) -> dict:
     """Document-level ER, EP, hit and pack size of one pack against one instance's gold documents. `known_docs`: the corpus
     (a `Corpus`, or a mapping doc id -> `Document` or text). `er` / `ep` / `hit` / `pack_docs` credit a unit with the cited
-    documents whose content it carries (`unit_docs` with `ngram`, `min_tokens`, `min_share`); `er_cited` / `ep_cited` /
+    documents whose content it carries (`unit_docs`: the lab's rule, or `credit`); `er_cited` / `ep_cited` /
     `hit_cited` / `pack_docs_cited` credit every document it cites; `units_uncarried` counts the units that carry none.
     With `recall_ks`, also `recall@k` (`passage_recall`, content reading) for each k (a dataset whose papers report it
     declares them, e.g. HippoRAG's layout: 2 and 5). A bare set of ids (or None) gives no texts to measure and is refused."""
@@ -113,7 +197,7 @@ def evidence_metrics(pack: Pack, instance: Instance, known_docs=None, recall_ks=
                         f"got {type(known_docs).__name__}")
     gold = set(instance.gold_docs)
     cited = [unit_docs(u) for u in pack.units]
-    carried = [unit_docs(u, known_docs, ngram, min_tokens, min_share) for u in pack.units]
+    carried = [unit_docs(u, known_docs, credit) for u in pack.units]
     n = len(cited)
     row = {"instance_id": instance.id, "system": pack.system, "domain": instance.domain, "qtype": instance.qtype,
            "fan_in": instance.fan_in, "pack_units": n, "pack_chars": sum(len(u.text) for u in pack.units),
@@ -133,58 +217,6 @@ def evidence_metrics(pack: Pack, instance: Instance, known_docs=None, recall_ks=
         row["hit" + sfx] = float(covered == gold)
     for k in recall_ks: row[f"recall@{k}"] = passage_recall(pack, instance, int(k), carried)
     return row
-
-# %% ../../nbs/06_metrics.ipynb #f03cd67a
-class RareWordingCredit:
-    """Whether a unit carries a page, by the page's rare wording (above): `rule(text, doc)` with the corpus's page frequencies
-    of 4-grams and words taken once from `texts` (a `Corpus` or {doc id: text}, the pages a unit may cite)."""
-
-    def __init__(self, texts, common_share: float = 0.02, quote_tokens: int = 12, short_tokens: int = 25,
-                 short_share: float = 0.35, ngram: int = CARRY_NGRAM, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE):
-        docs = [doc_text(texts[d]) for d in (texts.ids if hasattr(texts, "ids") else texts)]
-        self.pages, self.ngram = len(docs), ngram
-        self.common, self.quote_tokens, self.short_tokens, self.short_share = common_share, quote_tokens, short_tokens, short_share
-        self.min_tokens, self.min_share = min_tokens, min_share
-        self._grams, self._gram_pages = np.unique(np.concatenate([_doc_ngrams(t, ngram) for t in docs] or [np.zeros(0, np.int64)]),
-                                                  return_counts=True)
-        self._word_pages = Counter(w for t in docs for w in set(_words(t)))
-
-    def setting(self) -> dict:
-        return {"rule": "rare_wording", "common_share": self.common, "quote_tokens": self.quote_tokens,
-                "short_tokens": self.short_tokens, "short_share": self.short_share, "ngram": self.ngram}
-
-    def _pages_of(self, hashes: np.ndarray) -> np.ndarray:
-        i = np.clip(np.searchsorted(self._grams, hashes), 0, max(len(self._grams) - 1, 0))
-        return np.where(self._grams[i] == hashes, self._gram_pages[i], 0) if len(self._grams) else np.zeros(len(hashes), int)
-
-    def __call__(self, text: str, doc: str) -> bool:
-        words = _words(text)
-        if not words: return False
-        if text.strip() in doc: return True
-        n = min(self.ngram, len(words))
-        grams = _hashes(words, n)
-        hit = np.isin(grams, _doc_ngrams(doc, n))
-        spread = lambda h: np.convolve(h.astype(np.int64), np.ones(n, dtype=np.int64)) > 0   # n-gram starts -> tokens covered
-        runs = np.diff(np.flatnonzero(np.diff(np.r_[0, spread(hit).astype(int), 0])))[::2]   # lengths of covered runs
-        if len(runs) and runs.max() >= self.quote_tokens: return True
-        rare = hit & (self._pages_of(grams) <= max(1, self.common * self.pages))
-        if carried_enough(int(spread(rare).sum()), len(words), self.min_tokens, self.min_share): return True
-        if len(words) > self.short_tokens: return False
-        from fanin.text import lexical_tokens
-        weight = {w: math.log(self.pages / max(1, self._word_pages[w])) for w in dict.fromkeys(lexical_tokens(text))}
-        total, page_words = sum(weight.values()), set(_words(doc))
-        return total > 0 and sum(v for w, v in weight.items() if w in page_words) / total >= self.short_share
-
-
-def credit_agreement(pairs: list[dict], rule_of) -> dict:
-    """A credit rule against labelled (unit, page, carries it?) pairs (`data/credit_meta/`): precision and recall of "carries",
-    accuracy, and agreement per kind. `rule_of(domain)` gives the rule for a pair's domain: (text, doc id) -> bool."""
-    got = [(bool(rule_of(p["domain"])(p["unit"], p["doc_id"])), bool(p["label"]), p["kind"]) for p in pairs]
-    tp = sum(g and l for g, l, _ in got)
-    kinds = {k: round(float(np.mean([g == l for g, l, kk in got if kk == k])), 3) for k in dict.fromkeys(k for _, _, k in got)}
-    return {"n": len(got), "precision": round(tp / max(1, sum(g for g, _, _ in got)), 4),
-            "recall": round(tp / max(1, sum(l for _, l, _ in got)), 4),
-            "accuracy": round(float(np.mean([g == l for g, l, _ in got])), 4), "by_kind": kinds}
 
 # %% ../../nbs/06_metrics.ipynb #d27e37bb
 METRIC_COLUMNS = ["questions", "er", "ep", "hit", "n_ep", "n_no_gold", "pack_units", "pack_chars", "pack_docs"]

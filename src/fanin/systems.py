@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .files import atomic_write, unfinished
-from .metrics import carries, doc_text, unit_docs
+from .metrics import carries_page, unit_docs
 from .schema import Corpus, Instance, Unit
 from .text import TOKENIZERS, chunk_spans, lexical_tokens
 
@@ -252,7 +252,7 @@ class ChunkedSystem(System):
         rank[order] = np.arange(1, len(order) + 1)
         out = {}
         for d in docs:
-            own = [i for i in self.chunks_of(d) if d in self.corpus and carries(self.chunk_text(i), doc_text(self.corpus[d]))]
+            own = [i for i in self.chunks_of(d) if carries_page(self.chunk_text(i), d, self.corpus)]
             near = [i for i in own if reach[i]]
             out[d] = (loss("not_indexed", "chunking: no chunk holds the page's wording") if not own else
                       loss("unreachable", why, hops=self._hops(query, own), closest=self.chunk_text(own[0])) if not near else

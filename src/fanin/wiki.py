@@ -12,7 +12,7 @@ import numpy as np
 from fastcore.basics import patch
 
 from .llm_indexes import ask_each, embed_texts, llm_cost, write_failures
-from .metrics import carries, doc_text
+from .metrics import carries_page
 from .systems import DenseSystem, locate_in_ranking
 
 # %% auto #0
@@ -122,7 +122,7 @@ def locate(self: WikiSystem, query, docs, instance=None):
     self._need_index()
     cited, gone = {c for p in self.pages for c in p["sources"]}, {}
     for d in docs:
-        own = [c for c in self.chunks_of(d) if carries(self.chunk_text(c), doc_text(self.corpus[d]))] if d in self.corpus else []
+        own = [c for c in self.chunks_of(d) if carries_page(self.chunk_text(c), d, self.corpus)]
         if not own: gone[d] = "chunking: no chunk holds the page's wording"
         elif cited.isdisjoint(own): gone[d] = f"summarised away: none of the {len(self.pages)} wiki pages cites a chunk carrying it"
     deep = self.retrieve(query, len(self.chunks))
