@@ -27,3 +27,22 @@ def test_figures_csv_schema():
 def test_measured_notebook_runs():
     r = subprocess.run([str(BIN / "nbdev-test"), "nbs/97_measured.ipynb", "--n-workers", "1"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_the_structured_record_is_the_diagnosed_run_under_the_labs_credit_rule():
+    """data/measured/structured_mathematics.json (`fanin.lab_report.table_record` of the structured run's overall table) and the
+    structured experiment of diagnosis.json are two records of one run: each system's ER agrees, and the record's setting names
+    the credit rule the lab uses, so a record measured under another rule (or a re-measure of one record only) fails here."""
+    import json
+    from fanin.lab_report import setting_line
+    rec = json.loads((ROOT / "data" / "measured" / "structured_mathematics.json").read_text())
+    head = {r["system"]: r for r in json.loads((ROOT / "data" / "measured" / "diagnosis.json").read_text())["experiments"]["structured"]["headroom"]
+            if r["fan_in_bin"] == "all"}
+    rows = {r["system"]: r for r in rec["rows"]}
+    assert set(rows) >= {"bm25", "raptor", "community", "memory", "wiki", "router"}
+    for s, r in rows.items():
+        assert abs(r["er"] - head[s]["er"]) < 1e-3 and r["questions"] == head[s]["questions"], s
+    m = {"data": {"dataset": "d", "commit": "c", "qa_sha1": "q", "domains": ["x"], "clean": True}, "system": "s", "system_hash": "h",
+         "k": 5, "config": {"fan_in_bins": [{"name": "all", "lo": 1, "hi": None}], "system": {}}}
+    credit = next(p for p in setting_line([m]).split("; ") if p.startswith("credit="))
+    assert credit in rec["setting"], f"the record was made under another credit rule than the lab's ({credit}): re-measure it"
