@@ -534,6 +534,7 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     if "judge" in stages: judge_nodes(cfgs[0])  # an unknown judge name fails before any work is done
     if "evidence" in stages: evidence_judge_nodes(cfgs[0])
     ds = load_dataset(cfgs[0])             # the data is validated on load: bad input stops before any model starts
+    for c in cfgs: make_system(c).check_inputs(ds)   # and each system's own inputs (a pack file), against it
     index_llm = ("index" in stages or "retrieve" in stages) and any(make_system(c).needs_llm for c in cfgs)
     llms = make_llms(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else {}
     need = {r for r in ROLES if llms and (needs_llm(cfgs[0], stages, r) or (r == "llm" and index_llm))}
