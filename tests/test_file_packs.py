@@ -125,3 +125,4 @@ def test_a_deeper_ranking_locates_a_miss_where_the_lab_system_does(real_data_roo
             elif ours[d]["step"] != "ranked_out":
                 assert ours[d]["step"] == "unknown"
     assert compared >= 10
+
