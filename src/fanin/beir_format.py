@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import urllib.request
+import zipfile
 from pathlib import Path
 
 from pydantic import ConfigDict, Field
 
 from .config import ConfigError, resolve_path
 from .hipporag_format import git_blob
+from .release import MIRROR_ENV, OFFLINE_ENV
 from .schema import Corpus, DataError, Document, Instance, Problem, RawRecord, decode_utf8, record_problems
 
 # %% auto #0
-__all__ = ['BeirDoc', 'BeirQuery', 'read_qrels', 'BeirFormat']
+__all__ = ['BEIR_URL', 'BEIR_MD5', 'BeirDoc', 'BeirQuery', 'read_qrels', 'BeirFormat', 'fetch_beir']
 
 # %% ../../nbs/36a_beir_format.ipynb #987d0e94
 class BeirDoc(RawRecord):
@@ -78,6 +83,12 @@ class BeirFormat:
     """Datasets in BEIR's layout under `root` (nbs/36a_beir_format.ipynb): each folder holding `corpus.jsonl` a domain; its judged
     queries of `split` the questions, their relevant documents the gold pages. Every file is read and checked on load."""
 
+    @staticmethod
+    def fetch(dest=None, which: str | None = None) -> Path:
+        "`fanin data beir:NAME --dest PATH`: BEIR's public dataset NAME at `PATH/NAME` (`fetch_beir`)."
+        if not dest or not which: raise ConfigError("fanin data beir:NAME --dest PATH: name the BEIR dataset (e.g. beir:scifact) and where to put it")
+        return fetch_beir(which, dest)
+
     def __init__(self, root, domains="all", split: str = "test", name: str = "beir"):
         self.root, self.split, self.name = resolve_path(root), split, name
         if not self.root.is_dir(): raise ConfigError(f"{self.root}: no such folder; set dataset.root to a folder in BEIR's layout")
@@ -131,3 +142,64 @@ class BeirFormat:
                 h.update(data); blobs.append(f"{d}/{f}:{git_blob(data)[:8]}")
         return {"dataset": self.name, "source": self.root.name, "commit": ",".join(blobs), "qa_sha1": h.hexdigest()[:12],
                 "root": str(self.root), "domains": self.domains, "clean": False, "split": self.split}
+
+# %% ../../nbs/36a_beir_format.ipynb #91c2b3b5
+BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
+# md5 of each public dataset's zip, as BEIR's README publishes them (github.com/beir-cellar/beir, "Available Datasets")
+BEIR_MD5 = {"msmarco": "444067daf65d982533ea17ebd59501e4", "trec-covid": "ce62140cb23feb9becf6270d0d1fe6d1",
+            "nfcorpus": "a89dba18a62ef92f7d323ec890a0d38d", "nq": "d4d3d2e48787a744b6f6e691ff534307",
+            "hotpotqa": "f412724f78b0d91183a0e86805e16114", "fiqa": "17918ed23cd04fb15047f73e6c3bd9d9",
+            "arguana": "8ad3e3c2a5867cdced806d6503f29b99", "webis-touche2020": "46f650ba5a527fc69e0a6521c5a23563",
+            "cqadupstack": "4e41456d7df8ee7760a7f866133bda78", "quora": "18fb154900ba42a600f84b839c173167",
+            "dbpedia-entity": "c2a39eb420a3164af735795df012ac2c", "scidocs": "38121350fc3a4d2f48850f6aff52e4a9",
+            "fever": "5a818580227bfb4b35bb6fa46d9b6c03", "climate-fever": "8b66f0a9126c521bae2bde127b4dc99d",
+            "scifact": "5f7d1de60b170fc8027bb7898e2efca1"}
+
+# %% ../../nbs/36a_beir_format.ipynb #63966422
+def _unpack(zip_path: Path, name: str, into: Path):
+    "Unpack the members of `zip_path` under `name/` into `into`; a member naming a path outside it stops the fetch."
+    with zipfile.ZipFile(zip_path) as z:
+        for m in z.infolist():
+            parts = Path(m.filename).parts
+            if not parts or parts[0] != name: continue
+            if m.filename.startswith("/") or ".." in parts:
+                raise ConfigError(f"{zip_path}: member {m.filename!r} points outside the dataset's folder; nothing was unpacked")
+            z.extract(m, into)
+
+
+def fetch_beir(name: str, dest, mirror=None, timeout: int = 600) -> Path:
+    """BEIR dataset `name` at `dest/name`: left as it is when there; else its zip from `mirror` (default `$FANIN_DATA_MIRROR`,
+    holding `beir/NAME.zip`) or BEIR's release, checked against the published md5, unpacked and renamed into place."""
+    if name not in BEIR_MD5: raise ConfigError(f"BEIR publishes no dataset {name!r} with a download; one of {', '.join(sorted(BEIR_MD5))}")
+    dest = Path(dest).expanduser()
+    out = dest / name
+    if (out / "corpus.jsonl").is_file(): return out
+    mirror = mirror or os.environ.get(MIRROR_ENV)
+    url = BEIR_URL.format(name=name)
+    way_out = (f"download {url} on a machine with internet access and unzip it into {dest} (or set ${MIRROR_ENV}=FOLDER holding "
+               f"beir/{name}.zip), then use dataset=beir dataset.root={dest}")
+    if not mirror and os.environ.get(OFFLINE_ENV): raise ConfigError(f"BEIR {name} is not at {out}, and ${OFFLINE_ENV} is set: {way_out}")
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = dest / f".{name}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True); tmp.mkdir()
+    try:
+        zip_path = tmp / f"{name}.zip"
+        if mirror:
+            src = Path(mirror) / "beir" / f"{name}.zip"
+            if not src.is_file(): raise ConfigError(f"${MIRROR_ENV}: {src} is not there; a mirror holds beir/NAME.zip as BEIR releases it")
+            shutil.copy2(src, zip_path)
+        else:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as r, open(zip_path, "wb") as f: shutil.copyfileobj(r, f)
+            except OSError as e: raise ConfigError(f"could not download {url} ({getattr(e, 'reason', e)}): {way_out}") from None
+        got = hashlib.md5(zip_path.read_bytes()).hexdigest()
+        if got != BEIR_MD5[name]:
+            raise ConfigError(f"BEIR {name} from {mirror or url} failed its check (md5 {got}, BEIR publishes {BEIR_MD5[name]}); "
+                              f"nothing was put at {out}")
+        _unpack(zip_path, name, tmp)
+        if not (tmp / name / "corpus.jsonl").is_file() or not (tmp / name / "qrels").is_dir():
+            raise ConfigError(f"{zip_path}: no {name}/corpus.jsonl and {name}/qrels/ in it (BEIR's layout); nothing was put at {out}")
+        os.replace(tmp / name, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
