@@ -126,3 +126,27 @@ def test_a_deeper_ranking_locates_a_miss_where_the_lab_system_does(real_data_roo
                 assert ours[d]["step"] == "unknown"
     assert compared >= 10
 
+
+
+def test_answers_from_a_file_are_judged_beside_the_files_packs_and_start_no_model(tiny_overrides, tmp_path, monkeypatch):
+    from fanin import llm as llm_mod
+    ds = load_dataset(compose(tiny_overrides))
+    packs = tmp_path / "packs.jsonl"
+    packs.write_text("".join(json.dumps({"question_id": i.id, "units": [{"doc_ids": list(i.gold_docs) or [ds.corpus("nature").ids[0]]}]}) + "\n"
+                             for i in ds.instances()))
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"question_id": i.id, "answer": (i.answer or "no reference") if n % 2 == 0 else "I do not know."}) + "\n"
+                               for n, i in enumerate(ds.instances())))
+    monkeypatch.setattr(llm_mod.LLM, "__enter__", lambda self: (_ for _ in ()).throw(AssertionError("a model was started")))
+    f = run(tiny_overrides + ["system=from_file", f"system.path={packs}", "system.name=mine", "reader=from_file", f"reader.path={answers}",
+                              "answer.judges=[proxy]", "answer.check_judges=false"],
+            ["index", "retrieve", "evaluate", "answer", "judge"])[0]
+    (adir,) = f.glob("answers-from_file-file-*")
+    m = pd.read_csv(adir / "answer_metrics.csv").set_index("instance_id")
+    assert len(m) == len(ds.instances()) and (m.status == "ok").all() and m.units_shown.isna().all()
+    assert m.verdict.iloc[0] == 1 and m.verdict.iloc[1] == 0   # the reference answer is judged right, "I do not know." wrong
+    # a changed answer file is another answer set, judged afresh
+    answers.write_text("".join(json.dumps({"question_id": i.id, "answer": "I do not know."}) + "\n" for i in ds.instances()))
+    f = run(tiny_overrides + ["system=from_file", f"system.path={packs}", "system.name=mine", "reader=from_file", f"reader.path={answers}",
+                              "answer.judges=[proxy]", "answer.check_judges=false"], ["answer", "judge"])[0]
+    assert len(list(f.glob("answers-from_file-file-*"))) == 2

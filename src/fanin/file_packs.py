@@ -18,7 +18,7 @@ from .schema import Unit
 from .systems import System, locate_in_ranking, loss
 
 # %% auto #0
-__all__ = ['PACK_FORMATS', 'UNATTRIBUTED', 'pack_file_records', 'read_pack_file', 'FilePacks']
+__all__ = ['PACK_FORMATS', 'UNATTRIBUTED', 'pack_file_records', 'read_pack_file', 'FilePacks', 'read_answer_file', 'FileAnswers']
 
 # %% ../../nbs/39_file_packs.ipynb #68e47612
 PACK_FORMATS = ("auto", "lab", "benchmark_qed")
@@ -198,3 +198,53 @@ class FilePacks(System):
         found = locate_in_ranking(units, docs, self.corpus, {}, "")
         return {d: w if w["step"] == "ranked_out" else loss("unknown", f"not among the {len(units)} units the file ranks for this question")
                 for d, w in found.items()}
+
+# %% ../../nbs/39_file_packs.ipynb #d572cee0
+def read_answer_file(path, ds) -> dict[tuple[str, str | None], dict]:
+    """{(instance id, system or None): {line, text, rationale}} of an answer file, checked against the dataset's questions: stops
+    in one line (file, line, field, fix) at an unknown question, a repeated (question, system) or a line with no answer."""
+    p = resolve_path(str(path))
+    if not p.is_file(): raise ConfigError(f"reader.path={path}: {'not a regular file' if p.exists() else 'no such file'} ({p}); give your answer file")
+    _, recs = _parsed(str(p), file_sha256(p), "lab")
+    if not recs: raise ConfigError(f"{p}: the answer file is empty; write one answer a line (format: nbs/39_file_packs.ipynb)")
+    insts = ds.instances()
+    by_id, by_text = {i.id: i for i in insts}, {_squash(i.query): i for i in insts}
+    out = {}
+    for n, rec in recs:
+        qid, qtext = _question(rec, "lab")
+        inst = by_id.get(str(qid)) if qid is not None else by_text.get(_squash(qtext)) if qtext is not None else None
+        if inst is None:
+            raise ConfigError(f"{p}:{n}: {'question_id ' + repr(qid) if qid is not None else 'question ' + repr(str(qtext)[:60])} is not a "
+                              f"question of {ds.name} in the run's domains; ids look like {insts[0].id!r}")
+        text = rec.get("answer", rec.get("prediction"))
+        if not isinstance(text, str): raise ConfigError(f"{p}:{n}: field 'answer' must be the answer's text (a string), got {type(text).__name__}")
+        key = (inst.id, rec.get("system"))
+        if key in out: raise ConfigError(f"{p}:{n}: question {inst.id}{' of system ' + key[1] if key[1] else ''} was already answered at line {out[key]['line']}")
+        out[key] = {"line": n, "text": text, "rationale": str(rec.get("rationale") or "")}
+    return out
+
+# %% ../../nbs/39_file_packs.ipynb #f653818d
+class FileAnswers:
+    """Answers another tool wrote, read from a file (`path`; format above) and judged as the lab's own: `reader=from_file
+    reader.path=FILE`. A reader that calls no model."""
+    needs_llm = False
+
+    def __init__(self, path: str, name: str = "from_file", model: str = "file"):
+        self.path, self.name, self.model, self._answers = str(path), name, model, None
+
+    def answer_model(self, llm) -> str: return self.model
+    def with_rationale(self) -> "FileAnswers": return self   # a rationale, where the file gives one, is on every answer
+
+    def setting(self) -> dict:
+        return {"reader": self.name, "answer_file": self.path, "sha256": file_sha256(resolve_path(self.path))[:16], "model": self.model}
+
+    def check_inputs(self, ds) -> None: self._answers = read_answer_file(self.path, ds)
+
+    def answer(self, llm, inst, pack, hint: str = ""):
+        from fanin.schema import Answer
+        a = self._answers.get((inst.id, pack.system)) or self._answers.get((inst.id, None))
+        base = dict(instance_id=inst.id, system=pack.system, reader=self.name, model=self.model)
+        if a is None: return Answer(**base, status="failed", error=f"no answer in {self.path} for this question")
+        meta = {"answer_file": self.path, "line": a["line"], "units_in_pack": len(pack.units), "units_shown": None}
+        if a["rationale"]: meta["rationale"] = a["rationale"]
+        return Answer(**base, status="ok", text=a["text"], meta=meta)
