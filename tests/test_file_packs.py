@@ -109,7 +109,7 @@ def test_a_deeper_ranking_locates_a_miss_where_the_lab_system_does(real_data_roo
     ds = load_dataset(compose(over))
     _, deep, _ = _lab_run(over, k=50)
     path = _write(deep, ds, tmp_path / "deep.jsonl", "lab")
-    cfg_file = compose(over + ["system=from_file", f"system.path={path}", "system.name=mine", "k=5", "k_summary=5"])
+    cfg_file = compose(over + ["system=from_file", f"system.path={path}", "system.name=mine", "system.cut_at_k=true", "k=5", "k_summary=5"])
     cfg_bm25 = compose(over + ["system=bm25", "k=5", "k_summary=5"])
     mine, bm25 = stage_index(cfg_file, ds, "culture"), stage_index(cfg_bm25, ds, "culture")
     corpus, compared = ds.corpus("culture"), 0

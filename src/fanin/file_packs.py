@@ -141,9 +141,9 @@ class FilePacks(System):
     name = "from_file"
     locates = True
 
-    def __init__(self, path: str, format: str = "auto", name: str | None = None):
+    def __init__(self, path: str, format: str = "auto", name: str | None = None, cut_at_k: bool = False):
         super().__init__(name)
-        self.path, self.format = str(path), format
+        self.path, self.format, self.cut_at_k = str(path), format, bool(cut_at_k)
         self._by_id = self._by_text = None
 
     def model_files(self) -> list[str]:
@@ -190,7 +190,8 @@ class FilePacks(System):
 
     def retrieve(self, query, k, instance=None):
         if instance is None: raise ValueError(f"{self.name}: packs from a file are looked up by their question; pass the instance")
-        return self.ranking(instance)[:k]
+        units = self.ranking(instance)
+        return units[:k] if self.cut_at_k else units
 
     def locate(self, query, docs, instance=None):
         "A missed page the file ranks past the pack is `ranked_out` there; one it never ranks is `unknown`: the file shows no index."

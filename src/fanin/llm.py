@@ -409,7 +409,7 @@ def _preflight(self: LLM):
                "prompt_version": "preflight"}
         try:
             r, _ = self._patiently(lambda: self._send(req, msgs, limit, setting))
-            self._spent("preflight", "", r)   # the probe is a paid call too
+            self._spent("preflight", "", r, work=False)   # the probe is paid for, though it is no work of the run
             return
         except EndpointError: raise
         except (RedirectRefused, ReplyTooLarge) as e: raise EndpointError(f"{where}: {e.reason}") from None
@@ -514,12 +514,12 @@ def _chat(self: LLM, messages, stage, system, prompt_version, schema, allow_empt
 
 # %% ../../nbs/11_llm.ipynb #06971e10_1_s3_p1
 @patch
-def _spent(self: LLM, stage: str, system: str, r) -> tuple[int, int]:
-    "A reply's tokens (its `usage`) in the ledger, with their dollars at the model's price, and against the budget: (prompt, completion)."
+def _spent(self: LLM, stage: str, system: str, r, work: bool = True) -> tuple[int, int]:
+    "A reply's tokens (its `usage`; `work`: counted as the run's tokens too) in the ledger as dollars, against the budget: (prompt, completion)."
     u = getattr(r, "usage", None)
     pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
     usd = self.price.usd(pt, ct) if self.price is not None else 0.0
-    self.ledger.add(stage, system, prompt_tokens=pt, completion_tokens=ct, usd_micro=round(usd * 1e6))
+    self.ledger.add(stage, system, **({"prompt_tokens": pt, "completion_tokens": ct} if work else {}), usd_micro=round(usd * 1e6))
     if self.budget is not None: self.budget.spend(usd)
     return pt, ct
 
