@@ -274,11 +274,11 @@ def test_a_peer_through_the_pipeline_replays_its_build_from_the_lab_cache(peer, 
     from fanin.cli import main
     from fanin.config import resolve_path
 
-    def run(outputs, extra=()):
+    def run(outputs, extra=(), stages="index,retrieve", system=peer):
         ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={outputs}", "progress=false",
-              "experiment_name=test", f"system={peer}", "llm=vllm", f"llm.base_url={s.base_url}", f"llm.model={s.model}",
+              "experiment_name=test", f"system={system}", "llm=vllm", f"llm.base_url={s.base_url}", f"llm.model={s.model}",
               f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1", *extra]
-        try: main(["run", "--stages", "index,retrieve"] + ov)
+        try: main(["run", "--stages", stages] + ov)
         except SystemExit as e: return e.code
         return 0
 
@@ -298,6 +298,19 @@ def test_a_peer_through_the_pipeline_replays_its_build_from_the_lab_cache(peer, 
         (ledger,) = (tmp_path / "a").rglob("ledger.json")
         led = led_a = json.loads(ledger.read_text())
         assert led["calls"] > 0 and {(r["stage"], r["system"]) for r in led["by_stage_system"]} >= {("index", peer)}
+        # the peer's own output, written as a pack file (its units' texts and pages), is scored as the lab scored the peer's run
+        pf = tmp_path / "peer_packs.jsonl"
+        pf.write_text("".join(json.dumps({"question_id": r["instance_id"], "units": [
+            {"text": u["text"], "doc_ids": u["meta"].get("doc_ids") or [u["doc_id"]], "rank": u["rank"]} for u in r["units"]]}) + "\n"
+            for r in rows))
+        assert run(tmp_path / "a", stages="evaluate") == 0
+        mine = [f"system.path={pf}", f"system.name={peer}_file"]
+        assert run(tmp_path / "a", mine, "index,retrieve,evaluate", "from_file") == 0
+        import pandas as pd
+        theirs, ours = (pd.read_csv(next((tmp_path / "a").rglob(f"*-{n}-*/metrics.csv"))).set_index("instance_id").sort_index()
+                        for n in (peer, f"{peer}_file"))
+        cols = ["er", "ep", "hit", "pack_units", "pack_docs"]
+        pd.testing.assert_frame_equal(theirs[cols], ours[cols], check_dtype=False)
         # the same build elsewhere, sharing only the LLM cache: every peer call is a cache hit
         assert run(tmp_path / "b", [f"paths.llm_cache={tmp_path / 'a' / 'llm_cache' / 'llm.sqlite'}"]) == 0
         assert len(s.chats()) == n_chats and len(s.embeddings()) == 0, "a rebuild from the lab's cache reached the model server"

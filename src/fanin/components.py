@@ -139,10 +139,10 @@ def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9.]+", "-", s.split("/")[-1]
 
 def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
     "Where one (packs, reader, reader model, prompt version, sample)'s answers live: `<run>/answers-<reader>-<model>-<hash>/`."
-    ident = {"reader": reader.setting(), "llm": llm.setting(), "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
+    ident = {"reader": reader.setting(), "llm": llm.setting() if reader.needs_llm else None, "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
     for k in ("judges", "max_failed_share", "check_judges"): ident["sample"].pop(k, None)
     if ident["sample"].get("domains") is None: ident["sample"].pop("domains", None)   # unset: the folder keys of before
-    return folder / f"answers-{reader.name}-{_slug(llm.model)}-{config_hash(ident)}"
+    return folder / f"answers-{reader.name}-{_slug(reader.answer_model(llm))}-{config_hash(ident)}"
 
 
 def judgment_folder(answers: Path, judge, llm) -> Path:

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 __all__ = ['DECLARED_KEYS', 'NOT_HASHED', 'RUN_PARAMS', 'LLM_PARAMS', 'KINDS', 'EXAMPLE_BINS', 'ConfigError', 'repo_root',
            'config_dir', 'resolve_path', 'compose', 'without_declared', 'instantiate', 'config_hash', 'system_hash',
            'domains_tag', 'k_tag', 'run_key', 'k_for', 'fan_in_bin', 'check_params', 'public_url', 'redact',
-           'without_credentials', 'known_context_tokens']
+           'without_credentials', 'known_model', 'known_context_tokens']
 
 # %% ../../nbs/01_config.ipynb #d0a954e1
 class ConfigError(ValueError):
@@ -475,17 +475,22 @@ def without_credentials(obj):
     return obj
 
 # %% ../../nbs/01_config.ipynb #1668b481
-_KNOWN_WINDOWS: dict | None = None
+_KNOWN: dict[str, dict] = {}   # table file -> {lower-cased model name: its row}, read once
+
+
+def known_model(table: str, model: str) -> dict | None:
+    "The row of a well-known model in `configs/<table>` (a `models:` mapping), found by its base name; None when it is not there."
+    if table not in _KNOWN:
+        import yaml
+        rows = (yaml.safe_load((config_dir() / table).read_text(encoding="utf-8")) or {}).get("models") or {}
+        _KNOWN[table] = {str(k).lower(): dict(v) for k, v in rows.items()}
+    name = str(model or "").lower().rsplit("/", 1)[-1]
+    for cand in (name, _re.sub(r"-\d{4}-\d{2}-\d{2}$", "", name), _re.sub(r"-(latest|\d{4})$", "", name)):
+        if cand in _KNOWN[table]: return _KNOWN[table][cand]
+    return None
 
 
 def known_context_tokens(model: str) -> tuple[int, str] | None:
     "(context window, source) of a well-known model from `configs/context_windows.yaml`, or None."
-    global _KNOWN_WINDOWS
-    if _KNOWN_WINDOWS is None:
-        import yaml
-        rows = (yaml.safe_load((config_dir() / "context_windows.yaml").read_text(encoding="utf-8")) or {}).get("models") or {}
-        _KNOWN_WINDOWS = {str(k).lower(): (int(v["tokens"]), str(v["source"])) for k, v in rows.items()}
-    name = str(model or "").lower().rsplit("/", 1)[-1]
-    for cand in (name, _re.sub(r"-\d{4}-\d{2}-\d{2}$", "", name), _re.sub(r"-(latest|\d{4})$", "", name)):
-        if cand in _KNOWN_WINDOWS: return _KNOWN_WINDOWS[cand]
-    return None
+    row = known_model("context_windows.yaml", model)
+    return (int(row["tokens"]), str(row["source"])) if row else None

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from fastcore.basics import patch
 
 from .config import known_context_tokens, public_url, redact
+from .spending import Budget, price_for
 from .files import atomic_write, completion_record, unfinished
 from .fingerprints import heal_sqlite
 from .llm_cache import (LEDGER_FIELDS, CallTimedOut, EndpointError, Ledger, LLMCache, LLMError, machine_fault, read_ledger,
@@ -176,7 +177,8 @@ class LLM:
                  max_retries: int = 3, backoff_s: float = 1.0, concurrency: int = 1, structured: str = "auto",
                  context_tokens: int | None = None, tokenizer: str | None = None, preflight: bool = True,
                  preflight_timeout_s: float = 10.0, cache_path=None, ledger: Ledger | None = None,
-                 retry_after_cap_s: float = 60.0, max_reply_bytes: int = 32 << 20):
+                 retry_after_cap_s: float = 60.0, max_reply_bytes: int = 32 << 20, price_in: float | None = None,
+                 price_out: float | None = None, budget: Budget | None = None):
         if structured not in STRUCTURED_MODES + ("auto",):
             raise ValueError(f"llm.structured={structured!r}: expected auto or one of {', '.join(STRUCTURED_MODES)}")
         self.provider, self.server, self.base_url, self.api_key_env = provider, server, base_url, api_key_env
@@ -196,6 +198,12 @@ class LLM:
         self._ready: bool | EndpointError = False   # True after a passed preflight; the error after a failed one
         self.caps = {"token_param": "max_tokens", "dropped": [], "structured": None if structured == "auto" else structured}
         self._tok = None
+        self._price_args, self.budget = (price_in, price_out), budget   # dollars: fanin.spending (nbs/11g)
+
+    @property
+    def price(self):
+        "This model's `fanin.spending.Price` (configured, embedded, or `configs/prices.yaml`), or None when unknown."
+        return price_for(self.model, self.server is not None, *self._price_args)
 
     @property
     def model(self) -> str:
@@ -400,7 +408,8 @@ def _preflight(self: LLM):
         req = {"sampling": {**self.sampling, "max_tokens": 16}, "schema": probe_schema if mode != "none" else None,
                "prompt_version": "preflight"}
         try:
-            self._patiently(lambda: self._send(req, msgs, limit, setting))
+            r, _ = self._patiently(lambda: self._send(req, msgs, limit, setting))
+            self._spent("preflight", "", r, work=False)   # the probe is paid for, though it is no work of the run
             return
         except EndpointError: raise
         except (RedirectRefused, ReplyTooLarge) as e: raise EndpointError(f"{where}: {e.reason}") from None
@@ -485,12 +494,15 @@ def _chat(self: LLM, messages, stage, system, prompt_version, schema, allow_empt
         except EndpointError:
             self.ledger.add(stage, system, failures=1)
             raise
+        held = self.budget.hold_request(self, request) if self.budget is not None else 0.0   # raises before a call could pass budget.usd
         try: reply = self._call(request, key, stage, system)
         except EmptyReply as e:
             if not allow_empty: raise
             if cacheable and not self.cache.put_empty(key, request, {k: v for k, v in asdict(e.reply).items() if k in _CACHED_FIELDS}):
                 self.ledger.add(stage, system, unstored=1)
             return e.reply
+        finally:
+            if held: self.budget.release(held)   # what the call did cost was spent in _call
         if cacheable and not self.cache.put(key, request, {k: v for k, v in asdict(reply).items() if k in _CACHED_FIELDS}):
             self.ledger.add(stage, system, unstored=1)   # the disk refused it: the reply is still this call's
     if schema is not None:
@@ -501,6 +513,16 @@ def _chat(self: LLM, messages, stage, system, prompt_version, schema, allow_empt
     return reply
 
 # %% ../../nbs/11_llm.ipynb #06971e10_1_s3_p1
+@patch
+def _spent(self: LLM, stage: str, system: str, r, work: bool = True) -> tuple[int, int]:
+    "A reply's tokens (its `usage`; `work`: counted as the run's tokens too) in the ledger as dollars, against the budget: (prompt, completion)."
+    u = getattr(r, "usage", None)
+    pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
+    usd = self.price.usd(pt, ct) if self.price is not None else 0.0
+    self.ledger.add(stage, system, **({"prompt_tokens": pt, "completion_tokens": ct} if work else {}), usd_micro=round(usd * 1e6))
+    if self.budget is not None: self.budget.spend(usd)
+    return pt, ct
+
 @patch
 def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
     import openai
@@ -526,9 +548,7 @@ def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
         if not hasattr(r, "choices"):   # a 200 whose body is not a chat completion (an HTML error page, a proxy's text)
             last = LLMError(f"the reply from {self.endpoint} is not a chat completion (not JSON): {str(r)[:120]!r}")
             continue
-        u = getattr(r, "usage", None)
-        pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
-        self.ledger.add(stage, system, prompt_tokens=pt, completion_tokens=ct)
+        pt, ct = self._spent(stage, system, r)
         if not r.choices:
             last = LLMError(f"empty reply from {self.endpoint}: no choices"); break
         ch = r.choices[0]

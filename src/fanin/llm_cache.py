@@ -127,7 +127,8 @@ class LLMCache:
 LEDGER_FIELDS = ("requests", "calls", "cache_hits", "cache_misses", "uncached", "failures", "retries",
                  "prompt_tokens", "completion_tokens", "replayed_prompt_tokens", "replayed_completion_tokens",
                  "model_ms", "replayed_model_ms",  # model time: of the calls made now, and recorded with the replies replayed
-                 "oversized", "unstored")  # replies cut because they ran far past the token limit; replies the cache could not keep
+                 "oversized", "unstored",  # replies cut because they ran far past the token limit; replies the cache could not keep
+                 "usd_micro")  # dollars of the calls made now, in millionths, at the model's price (fanin.spending); replays cost 0
 
 
 class Ledger:
@@ -152,7 +153,7 @@ class Ledger:
         hit_rate = t["cache_hits"] / (t["cache_hits"] + t["cache_misses"]) if t["cache_hits"] + t["cache_misses"] else None
         with self._lock:
             by = [{"stage": s, "system": y, **r} for (s, y), r in sorted(self._by.items())]
-        return {**t, "cache_hit_rate": hit_rate, "by_stage_system": by}
+        return {**t, "usd": t["usd_micro"] / 1e6, "cache_hit_rate": hit_rate, "by_stage_system": by}
 
     def write(self, path) -> Path:
         "Write `ledger.json` atomically (a temporary file renamed into place, with its completion record): never half a ledger."

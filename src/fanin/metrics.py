@@ -19,8 +19,9 @@ from .schema import Corpus, Instance, Pack
 
 # %% auto #0
 __all__ = ['CARRY_NGRAM', 'CARRY_TOKENS', 'CARRY_SHARE', 'METRIC_COLUMNS', 'CITED_COLUMNS', 'doc_text', 'carried_tokens',
-           'carries', 'carried_enough', 'RareWordingCredit', 'credit_rule', 'carries_page', 'credit_agreement',
-           'unit_docs', 'passage_recall', 'evidence_metrics', 'add_fan_in_bin', 'aggregate', 'fan_in_tables']
+           'carries', 'carried_enough', 'RareWordingCredit', 'credit_rule', 'carries_page', 'carrying_pages',
+           'credit_agreement', 'unit_docs', 'passage_recall', 'evidence_metrics', 'add_fan_in_bin', 'aggregate',
+           'fan_in_tables']
 
 # %% ../../nbs/06_metrics.ipynb #49e64f5a
 CARRY_NGRAM, CARRY_TOKENS, CARRY_SHARE = 4, 8, 0.05   # the content rule's defaults (see above)
@@ -97,6 +98,26 @@ class RareWordingCredit:
         "How many pages carry each word: counted on first need (a short unit that is no quote)."
         return Counter(w for t in self._docs for w in set(_words(t)))
 
+    @functools.cached_property
+    def _gram_index(self) -> tuple[np.ndarray, np.ndarray]:
+        "Every page's distinct n-grams beside the page's position, sorted by n-gram: which pages hold a wording."
+        grams = [_doc_ngrams(t, self.ngram) for t in self._docs]
+        h = np.concatenate(grams or [np.zeros(0, np.int64)])
+        pos = np.repeat(np.arange(len(grams)), [len(g) for g in grams])
+        order = np.argsort(h, kind="stable")
+        return h[order], pos[order]
+
+    def candidates(self, text: str) -> list[int]:
+        """The positions of the pages that may carry `text`: those sharing one of its rare n-grams; every page for a short text
+        (at most `short_tokens` words), which may earn a page by its rare words alone."""
+        words = _words(text)
+        if len(words) <= self.short_tokens: return list(range(self.pages))
+        grams = _hashes(words, self.ngram)
+        grams = grams[self._pages_of(grams) <= max(1, self.common * self.pages)]
+        h, pos = self._gram_index
+        lo, hi = np.searchsorted(h, grams, "left"), np.searchsorted(h, grams, "right")
+        return sorted({int(x) for a, b in zip(lo, hi) for x in pos[a:b]})
+
     def setting(self) -> dict:
         return {"rule": "rare_wording", "common_share": self.common, "quote_tokens": self.quote_tokens,
                 "short_tokens": self.short_tokens, "short_share": self.short_share, "ngram": self.ngram}
@@ -142,6 +163,13 @@ def credit_rule(texts) -> RareWordingCredit:
 def carries_page(text: str, doc_id: str, corpus) -> bool:
     "Whether `text` carries page `doc_id` of `corpus` by the lab's rule (`credit_rule`): what a diagnosis asks of an index's units."
     return doc_id in corpus and credit_rule(corpus)(text, doc_text(corpus[doc_id]))
+
+# %% ../../nbs/06_metrics.ipynb #094f0ff6
+def carrying_pages(text: str, corpus) -> list[str]:
+    """The pages of `corpus` that `text` carries by the lab's rule: what a unit that names no document is credited with (a
+    pack from a file that gives only texts). Only the pages that may carry it are asked (`RareWordingCredit.candidates`)."""
+    rule, ids = credit_rule(corpus), (corpus.ids if hasattr(corpus, "ids") else list(corpus))
+    return [ids[i] for i in rule.candidates(text) if rule(text, doc_text(corpus[ids[i]]))]
 
 # %% ../../nbs/06_metrics.ipynb #4ba706f9
 def credit_agreement(pairs: list[dict], rule_of) -> dict:

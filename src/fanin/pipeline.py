@@ -274,7 +274,7 @@ def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
             if llm.concurrency == 1 else llm.map(one, sample))
     write_records(out / "answers.jsonl", rows)
     shown = [r.meta for r in rows if r.status == "ok" and r.meta.get("units_in_pack")]
-    write_manifest(out, reader=reader.setting(), llm=llm.setting(), negotiated=llm.negotiated(), tokenizer=llm.tokenizer,
+    write_manifest(out, reader=reader.setting(), llm=llm.setting() if reader.needs_llm else None, negotiated=llm.negotiated(), tokenizer=llm.tokenizer,
                    questions=len(rows), failed=sum(r.status == "failed" for r in rows),
                    truncated=sum(bool(m.get("truncated")) for m in shown), cut_answers=sum(bool(r.meta.get("cut")) for r in rows))
     atomic_write(folder / "answers.current", out.name + "\n")
@@ -389,7 +389,7 @@ def judge_nodes(cfg: DictConfig) -> list[DictConfig]:
 # %% ../../nbs/07_pipeline.ipynb #pl_needs
 def needs_llm(cfg: DictConfig, stages: Sequence[str], role: str) -> bool:
     "Whether a role's LLM will be called by these stages (judges declare their kind; no name is checked)."
-    if role == "reader": return "answer" in stages
+    if role == "reader": return "answer" in stages and instantiate(cfg.reader).needs_llm   # declared: a file reader calls none
     if role == "judge": return "judge" in stages and any(make_judge(n).kind == "llm" for n in judge_nodes(cfg))
     return "evidence" in stages and any(make_evidence_judge(n).kind == "llm" for n in evidence_judge_nodes(cfg))
 
@@ -416,10 +416,11 @@ def run_answers(cfg: DictConfig, stages: Sequence[str], ds, folder: Path, llms: 
     returns a summary for the manifest. Raises StageFailed (after writing what succeeded) when failures pass the allowed share."""
     judges = [make_judge(n) for n in judge_nodes(cfg)] if "judge" in stages else []
     reader = instantiate(cfg.reader)
+    reader.check_inputs(ds)   # its own inputs (an answer file), read now: checked against the data before the run began
     if any(j.needs_rationale for j in judges): reader = reader.with_rationale()
     rllm = llms["reader"]
     out = stage_answer(cfg, ds, folder, rllm, reader) if "answer" in stages else answer_folder(cfg, folder, rllm, reader)
-    summary = {"answers": str(out.relative_to(folder)), "reader_model": rllm.model}
+    summary = {"answers": str(out.relative_to(folder)), "reader_model": reader.answer_model(rllm)}
     failures = []
     if "answer" in stages:
         try: _check_failures(cfg, f"answer ({reader.name} on {rllm.model})", read_jsonl(out / "answers.jsonl", Answer), out)
@@ -534,6 +535,8 @@ def run(overrides: Sequence[str] = (), stages: Sequence[str] | None = None) -> l
     if "judge" in stages: judge_nodes(cfgs[0])  # an unknown judge name fails before any work is done
     if "evidence" in stages: evidence_judge_nodes(cfgs[0])
     ds = load_dataset(cfgs[0])             # the data is validated on load: bad input stops before any model starts
+    for c in cfgs: make_system(c).check_inputs(ds)   # and each system's own inputs (a pack file), against it
+    if "answer" in stages: instantiate(cfgs[0].reader).check_inputs(ds)   # and the reader's (an answer file)
     index_llm = ("index" in stages or "retrieve" in stages) and any(make_system(c).needs_llm for c in cfgs)
     llms = make_llms(cfgs[0]) if (index_llm or "answer" in stages or "judge" in stages or "evidence" in stages) else {}
     need = {r for r in ROLES if llms and (needs_llm(cfgs[0], stages, r) or (r == "llm" and index_llm))}

@@ -8,7 +8,6 @@ and how long the rest takes, without calling any model."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,89 +17,13 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError, check_params, config_dir, instantiate, k_for, resolve_path, system_hash
+from .config import ConfigError, check_params, instantiate, k_for, resolve_path, system_hash
+from .plan_rates import Rate, bench_rates, cache_records, embed_rate, llm_rate, parse_rate
 from .llm import LLM, LLMError, Ledger, read_ledger
 
 # %% auto #0
-__all__ = ['STANDIN_CHARS', 'PLAN_COLUMNS', 'Rate', 'bench_rates', 'cache_records', 'llm_rate', 'embed_rate', 'parse_rate',
-           'DryRun', 'light_system', 'index_state', 'unit_texts', 'window_texts', 'Planner', 'embedder_name', 'Plan',
-           'plan', 'plan_many', 'plan_vs_run']
-
-# %% ../../nbs/10b_plan.ipynb #a054a44b
-@dataclass
-class Rate:
-    "Seconds per unit of work (per prompt and completion token for an LLM; per window; per character), and where it came from."
-    per_prompt: float | None
-    per_completion: float | None = None
-    source: str = "no rate"
-
-    def seconds(self, prompt: float, completion: float = 0.0) -> float | None:
-        if self.per_prompt is None: return None
-        return prompt * self.per_prompt + completion * (self.per_completion if self.per_completion is not None else self.per_prompt)
-
-
-def bench_rates() -> dict:
-    "The lab's bench figures (`configs/plan_rates.yaml`): a rate per LLM model, embedder and the parser, each with its source."
-    import yaml
-    return yaml.safe_load((config_dir() / "plan_rates.yaml").read_text(encoding="utf-8"))
-
-# %% ../../nbs/10b_plan.ipynb #cf1f0d6b
-def cache_records(path) -> pd.DataFrame:
-    "One row per reply in an LLM cache file: model, prompt version, prompt / completion tokens, latency (ms); empty when none."
-    cols, path = ["model", "prompt_version", "prompt_tokens", "completion_tokens", "latency_ms"], resolve_path(path)
-    if not path.exists(): return pd.DataFrame(columns=cols)
-    con = sqlite3.connect(str(path), timeout=60)
-    try:
-        rows = con.execute("SELECT json_extract(request, '$.model'), json_extract(request, '$.prompt_version'), "
-                           "json_extract(reply, '$.prompt_tokens'), json_extract(reply, '$.completion_tokens'), "
-                           "json_extract(reply, '$.latency_ms') FROM replies").fetchall()
-    except sqlite3.DatabaseError: rows = []   # no replies table yet, or a damaged file the LLM layer will heal
-    finally: con.close()
-    return pd.DataFrame(rows, columns=cols)
-
-
-def llm_rate(records: pd.DataFrame, model: str, tokens_per_s: float | None = None, bench: dict | None = None) -> Rate:
-    "The rate of `model`: `tokens_per_s` when given; else fitted to its cached replies (at least 4); else the bench figures."
-    if tokens_per_s: return Rate(1 / tokens_per_s, 1 / tokens_per_s, f"--tokens-per-s {tokens_per_s:g}")
-    r = records[(records.model == model) & (records.latency_ms.fillna(0) > 0)] if len(records) else records
-    if len(r) >= 4:
-        from scipy.optimize import nnls
-        X = r[["prompt_tokens", "completion_tokens"]].to_numpy(float)
-        (a, b), _ = nnls(X, r.latency_ms.to_numpy(float) / 1000)
-        if a > 0 and b > 0:
-            return Rate(a, b, f"LLM cache: {len(r)} replies of {model} ({1 / a:.0f} prompt, {1 / b:.1f} completion tokens/s)")
-    for key, v in ((bench or {}).get("llm") or {}).items():
-        if key in model: return Rate(1 / v["prompt_tokens_per_s"], 1 / v["completion_tokens_per_s"], v["source"])
-    return Rate(None, None, f"no rate for {model}: give --tokens-per-s")
-
-# %% ../../nbs/10b_plan.ipynb #87404b56
-def embed_rate(outputs, embedder: str, windows_per_s: float | None = None, bench: dict | None = None) -> Rate:
-    "Seconds a window for `embedder`: given; else from earlier index builds' embedding records under `outputs` (not the scale bench's temporary folders); else the bench figures."
-    if windows_per_s: return Rate(1 / windows_per_s, source=f"--windows-per-s {windows_per_s:g}")
-    n, s = 0, 0.0
-    for f in (f for f in Path(outputs).glob("**/index.json") if not f.relative_to(outputs).parts[0].startswith("tmp")):  # not a killed bench's
-        try: d = json.loads(f.read_text())
-        except (OSError, ValueError): continue
-        e = d.get("embedding_cache") or {}
-        if str(d.get("embedder", "")).split(" on ")[0] == embedder and e.get("misses") and e.get("embed_seconds"):
-            n, s = n + int(e["misses"]), s + float(e["embed_seconds"])
-    if n >= 100 and s > 0: return Rate(s / n, source=f"index records: {n} windows of {embedder} in {s:.0f} s ({n / s:.1f} windows/s)")
-    v = ((bench or {}).get("embed") or {}).get(embedder)
-    return Rate(1 / v["windows_per_s"], source=v["source"]) if v else Rate(None, source=f"no rate for {embedder}: give --windows-per-s")
-
-
-def parse_rate(nlp_dirs, chars_per_s: float | None = None, bench: dict | None = None) -> Rate:
-    "Seconds a character of spaCy parse: given; else from the cached parses' own records in `nlp_dirs`; else the bench figures."
-    if chars_per_s: return Rate(1 / chars_per_s, source=f"--chars-per-s {chars_per_s:g}")
-    n, s = 0, 0.0
-    for d in nlp_dirs:
-        for f in Path(d).glob("*.npz"):
-            try: meta = json.loads(np.load(f, allow_pickle=False)["json"].tobytes()).get("meta") or {}
-            except Exception: continue
-            if meta.get("chars") and meta.get("parse_seconds"): n, s = n + int(meta["chars"]), s + float(meta["parse_seconds"])
-    if n >= 100_000 and s > 0: return Rate(s / n, source=f"parse records: {n:,} characters in {s:.0f} s ({n / s:,.0f} characters/s)")
-    v = (bench or {}).get("parse")
-    return Rate(1 / v["chars_per_s"], source=v["source"]) if v else Rate(None, source="no parse rate: give --chars-per-s")
+__all__ = ['STANDIN_CHARS', 'PLAN_COLUMNS', 'DryRun', 'light_system', 'index_state', 'unit_texts', 'window_texts', 'Planner',
+           'embedder_name', 'Plan', 'plan', 'plan_many', 'plan_vs_run']
 
 # %% ../../nbs/10b_plan.ipynb #ddf9d9d2
 class DryRun:
@@ -210,14 +133,16 @@ class Planner:
         if key not in self._llms: self._llms[key] = DryRun(make_llm(self.cfg, role=role), self.records, self.seen_keys)
         return self._llms[key]
 
-    def add(self, stage, system, domain, kind, model, requests, cached, prompt=0, completion=0, basis="exact", rate: Rate | None = None):
-        "One row; its seconds at `rate` (an LLM's per token; else per window to do, or per character for a parse)."
+    def add(self, stage, system, domain, kind, model, requests, cached, prompt=0, completion=0, basis="exact", rate: Rate | None = None,
+            price=None):
+        "One row; its seconds at `rate` (an LLM's per token; else per window to do, or per character for a parse); an LLM's dollars at `price`."
         to_do = max(0, int(requests) - int(cached))
         secs = None if rate is None else rate.seconds(to_do) if kind == "embed" else rate.seconds(prompt, completion)
         self.rows.append({"stage": stage, "system": system, "domain": domain, "kind": kind, "model": model, "requests": int(requests),
                           "cached": int(cached), "to_do": to_do, "prompt_tokens": int(prompt), "completion_tokens": int(completion),
                           "basis": basis, "seconds": None if secs is None else round(secs, 1),
-                          "rate_source": rate.source if rate is not None else ""})
+                          "rate_source": rate.source if rate is not None else "",
+                          "usd": (round(price.usd(prompt, completion), 4) if price is not None else None) if kind == "llm" else 0.0})
 
 # %% ../../nbs/10b_plan.ipynb #8db3b636
 def _flush(self: Planner, dry: DryRun, rate_role: str | None = None):
@@ -234,7 +159,7 @@ def _flush(self: Planner, dry: DryRun, rate_role: str | None = None):
                                                                          "; completion = cached mean" if len(todo) else "")
         if g.get("upper", pd.Series([False])).any(): basis = "upper bound; " + basis
         self.add(stage, system, domain, "llm", dry.llm.model, len(g), int(g.cached.sum()), todo.prompt_tokens.sum(),
-                 todo.completion_tokens.sum(), basis, rate)
+                 todo.completion_tokens.sum(), basis, rate, dry.llm.price)
 
 Planner._flush = _flush
 
@@ -505,7 +430,7 @@ def _run(self: Planner) -> "Plan":
 
 Planner.existing_answers, Planner.run = _existing_answers, _run
 PLAN_COLUMNS = ["stage", "system", "domain", "kind", "model", "requests", "cached", "to_do", "prompt_tokens", "completion_tokens",
-                "basis", "seconds", "rate_source"]
+                "basis", "seconds", "rate_source", "usd"]
 
 # %% ../../nbs/10b_plan.ipynb #1b6eadf9
 @dataclass
@@ -532,6 +457,11 @@ class Plan:
         w = self.rows[self.rows.to_do > 0]
         return None if w.seconds.isna().any() else float(w.seconds.sum())
 
+    def usd(self) -> float | None:
+        "The whole plan's dollars (LLM calls at their models' prices, `fanin.spending`); None when a model with work has no price."
+        w = self.rows[self.rows.to_do > 0]
+        return None if w.usd.isna().any() else round(float(w.usd.sum()), 4)
+
 # %% ../../nbs/10b_plan.ipynb #e6bb7b8d
 def _render(self: Plan) -> str:
     "The plan as the terminal shows it."
@@ -550,6 +480,9 @@ def _render(self: Plan) -> str:
     s = self.seconds()
     lines.append(f"to compute: {self.to_do} requests/windows/blocks; about {s / 60:.1f} min of model time" if s is not None else
                  f"to compute: {self.to_do} requests/windows/blocks; time unknown for rows without a rate (give --tokens-per-s / --windows-per-s / --chars-per-s)")
+    d, unpriced = self.usd(), sorted(set(r[(r.to_do > 0) & r.usd.isna()].model))
+    lines.append(f"dollars: about ${d:,.4f} (configs/prices.yaml; replays cost nothing)" if d is not None else
+                 f"dollars: unknown, no price for {', '.join(unpriced)} (set its LLM config's price_in / price_out)")
     rates = sorted({(k, s) for k, s in zip(work.kind, work.rate_source) if s})
     if rates: lines += ["rates:"] + [f"  {k}: {s}" for k, s in rates]
     lines += [f"note: {n}" for n in dict.fromkeys(self.notes)]
@@ -557,7 +490,7 @@ def _render(self: Plan) -> str:
 
 
 def _to_dict(self: Plan) -> dict:
-    return {"overrides": self.overrides, "stages": self.stages, "to_do": self.to_do, "seconds": self.seconds(),
+    return {"overrides": self.overrides, "stages": self.stages, "to_do": self.to_do, "seconds": self.seconds(), "usd": self.usd(),
             "totals": json.loads(self.totals().to_json(orient="records")), "rows": json.loads(self.rows.to_json(orient="records")),
             "notes": list(dict.fromkeys(self.notes)), "made": time.strftime("%Y-%m-%dT%H:%M:%S")}
 

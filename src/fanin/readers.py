@@ -66,6 +66,15 @@ class Reader:
         return Reader(self.name, evidence_tokens=self.evidence_tokens, max_tokens=self.max_tokens,
                       margin_tokens=self.margin_tokens, rationale=True, **self._names)
 
+    needs_llm = True   # a reader that answers from a file (fanin.file_packs.FileAnswers) says False: no model is started for it
+
+    def answer_model(self, llm) -> str:
+        "The model whose answers these are (in the answers' folder name and on their tables): the reader LLM's."
+        return llm.model
+
+    def check_inputs(self, ds) -> None:
+        "Stop before any work when this reader's own inputs do not fit the dataset `ds` (an answer file: its questions)."
+
     def setting(self) -> dict:
         return {"reader": self.name, "prompt": self.prompt.id, "closed_book_prompt": self.closed_prompt.id,
                 "evidence_tokens": self.evidence_tokens, "margin_tokens": self.margin_tokens, "max_tokens": self.max_tokens,

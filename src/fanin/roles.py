@@ -25,18 +25,23 @@ def role_node(cfg: DictConfig, role: str) -> DictConfig:
     return (cfg.get(f"{role}_llm") if role != "llm" else None) or cfg.llm
 
 
-def make_llm(cfg: DictConfig, ledger: Ledger | None = None, role: str = "llm") -> LLM:
-    "A role's LLM (`llm`, `reader_llm`, `judge_llm`), with the lab's one cache; not started (use it as a context manager)."
-    return instantiate(role_node(cfg, role), cache_path=str(resolve_path(cfg.paths.llm_cache)), ledger=ledger or Ledger())
+def make_llm(cfg: DictConfig, ledger: Ledger | None = None, role: str = "llm", budget=None) -> LLM:
+    """A role's LLM (`llm`, `reader_llm`, `judge_llm`), with the lab's one cache and, when given, the run's spending cap
+    (`fanin.spending.Budget`); not started (use it as a context manager)."""
+    return instantiate(role_node(cfg, role), cache_path=str(resolve_path(cfg.paths.llm_cache)), ledger=ledger or Ledger(), budget=budget)
 
 
 def make_llms(cfg: DictConfig) -> dict[str, LLM]:
-    "One LLM per distinct role config: roles with the same config share one client (and one embedded server)."
+    """One LLM per distinct role config: roles with the same config share one client (and one embedded server), and all of
+    them one spending cap when `budget.usd` is set."""
+    from fanin.spending import Budget
+    usd = (cfg.get("budget") or {}).get("usd")
+    budget = Budget(usd) if usd is not None else None
     by_cfg: dict[str, LLM] = {}
     out = {}
     for role in ROLES:
         key = json.dumps(OmegaConf.to_container(role_node(cfg, role), resolve=True), sort_keys=True)
-        if key not in by_cfg: by_cfg[key] = make_llm(cfg, role=role)
+        if key not in by_cfg: by_cfg[key] = make_llm(cfg, role=role, budget=budget)
         out[role] = by_cfg[key]
     return out
 

@@ -89,6 +89,9 @@ class System:
     def _build(self, corpus: Corpus, folder: Path) -> dict: return {}
     def _load(self, folder: Path): pass
 
+    def check_inputs(self, ds) -> None:
+        "Stop before any work when this system's own inputs do not fit the dataset `ds` (a pack file: its questions and pages)."
+
     def failure_context(self) -> dict:
         "What the record of a failed build says about this system beyond its configuration (a peer: its package, version and log)."
         return {}
