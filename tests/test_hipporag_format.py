@@ -222,3 +222,28 @@ def test_the_recall_table_leaves_out_a_system_that_does_not_rank(tmp_path):
     run(ov)
     t = passage_recall_table(ov)
     assert set(t.frame.system) == {"bm25"} and t.setting.endswith("; not ranked, left out: long_context")
+
+
+def test_fanin_data_fetches_the_samples_from_a_mirror_and_they_run(tmp_path, monkeypatch, capsys):
+    """`fanin data hipporag --dest PATH` puts HippoRAG's pinned samples there, checked by sha256, from a local mirror made here
+    (the real files beside the checkout); offline without a mirror it stops in one line; the fetched files load and run."""
+    import shutil
+    from conftest import need_real_data
+    from fanin.cli import main
+    from fanin.config import repo_root
+    from fanin.pipeline import run
+    src = repo_root().parent / "shared" / "data" / "hipporag_samples"
+    need_real_data(src / "musique_train.json", "HippoRAG's samples")
+    shutil.copytree(src, tmp_path / "mirror" / "hipporag_samples")
+    monkeypatch.delenv("FANIN_DATA_MIRROR", raising=False)
+    monkeypatch.setenv("FANIN_OFFLINE", "1")
+    with pytest.raises(SystemExit) as e: main(["data", "hipporag", "--dest", str(tmp_path / "hr")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "hipporag_samples is not at" in err and "Traceback" not in err
+    monkeypatch.setenv("FANIN_DATA_MIRROR", str(tmp_path / "mirror"))
+    main(["data", "hipporag", "--dest", str(tmp_path / "hr")])
+    assert f"dataset.root={tmp_path / 'hr'}" in capsys.readouterr().out
+    f = run([f"dataset=hipporag", f"dataset.root={tmp_path / 'hr'}", "dataset.domains=[musique_train]", f"paths.outputs={tmp_path / 'out'}",
+             "progress=false", "experiment_name=test", "system=bm25", "k=5", "k_summary=5"])[0]
+    import pandas as pd
+    assert len(pd.read_csv(f / "metrics.csv")) == 100

@@ -527,6 +527,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                  'fanin/hipporag_format.py'),
                                        'fanin.hipporag_format.HippoRAGFormat.corpus': ( 'hipporag_format.html#hipporagformat.corpus',
                                                                                         'fanin/hipporag_format.py'),
+                                       'fanin.hipporag_format.HippoRAGFormat.fetch': ( 'hipporag_format.html#hipporagformat.fetch',
+                                                                                       'fanin/hipporag_format.py'),
                                        'fanin.hipporag_format.HippoRAGFormat.instances': ( 'hipporag_format.html#hipporagformat.instances',
                                                                                            'fanin/hipporag_format.py'),
                                        'fanin.hipporag_format.HippoRAGFormat.snapshot': ( 'hipporag_format.html#hipporagformat.snapshot',

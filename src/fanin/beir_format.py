@@ -85,9 +85,9 @@ class BeirFormat:
 
     @staticmethod
     def fetch(dest=None, which: str | None = None) -> Path:
-        "`fanin data beir:NAME --dest PATH`: BEIR's public dataset NAME at `PATH/NAME` (`fetch_beir`)."
+        "`fanin data beir:NAME --dest PATH`: BEIR's public dataset NAME at `PATH/NAME` (`fetch_beir`); returns PATH, the dataset's root."
         if not dest or not which: raise ConfigError("fanin data beir:NAME --dest PATH: name the BEIR dataset (e.g. beir:scifact) and where to put it")
-        return fetch_beir(which, dest)
+        return fetch_beir(which, dest).parent
 
     def __init__(self, root, domains="all", split: str = "test", name: str = "beir"):
         self.root, self.split, self.name = resolve_path(root), split, name

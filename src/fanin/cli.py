@@ -80,7 +80,7 @@ def cmd_data(dest, name="wildgraphbench"):
         raise ConfigError(f"dataset {name} ({cfg.dataset._target_}) cannot be downloaded by the lab: put its files in a folder and use "
                           f"dataset={name} dataset.root=PATH")
     path = cls.fetch(dest, *which)
-    print(f"{name}: {path} (use dataset={name} dataset.root={path.parent if which else path})")
+    print(f"{name}: {path} (use dataset={name} dataset.root={path})")
 
 
 def cmd_data_report(overrides):

@@ -146,6 +146,19 @@ class HippoRAGFormat:
 
     recall_ks = (2, 5)   # the papers' passage Recall@k, computed beside ER / EP for this dataset
 
+    @staticmethod
+    def fetch(dest=None, which: str = "samples") -> Path:
+        """`fanin data hipporag --dest PATH`: HippoRAG's MuSiQue and HotpotQA training samples at their pinned revision, checked by
+        sha256 (`fanin.release`; `$FANIN_DATA_MIRROR` stands in for the internet). The papers' 1,000-question files are released on
+        the Hugging Face hub with no published checksum, so the lab cannot pin them: put them in a folder, use dataset.root=PATH."""
+        from fanin.release import ReleaseError, fetch as fetch_release
+        if which != "samples":
+            raise ConfigError(f"fanin data hipporag:{which}: the lab fetches only the pinned samples (hipporag:samples); the papers' "
+                              f"files carry no published checksum: put them in a folder and use dataset=hipporag dataset.root=PATH")
+        if not dest: raise ConfigError("fanin data hipporag needs --dest PATH (a folder for NAME.json and NAME_corpus.json)")
+        try: return fetch_release("hipporag_samples", Path(dest).expanduser())
+        except ReleaseError as e: raise ConfigError(str(e)) from None
+
     def __init__(self, root, domains="all", unit: str = "passage", title_in_text: bool = True, name: str = "hipporag"):
         self.root, self.name, self.unit, self.title_in_text = resolve_path(root), name, unit, bool(title_in_text)
         if unit not in UNITS: raise ConfigError(f"dataset.unit must be one of {', '.join(UNITS)}, not {unit!r}")
