@@ -46,3 +46,27 @@ def test_the_structured_record_is_the_diagnosed_run_under_the_labs_credit_rule()
          "k": 5, "config": {"fan_in_bins": [{"name": "all", "lo": 1, "hi": None}], "system": {}}}
     credit = next(p for p in setting_line([m]).split("; ") if p.startswith("credit="))
     assert credit in rec["setting"], f"the record was made under another credit rule than the lab's ({credit}): re-measure it"
+
+
+# figures.csv tables whose numbers a record holds: (record file, figures.csv row -> record row key, figure -> record column)
+BOUND = {"graal_table1": ("graal_table1.json", "method", {"Entity + Mention": "entity_mention", "GraphRetrieve": "graph_retrieve", "GRAAL": "graal"},
+                          {"avg #sentences": "avg_sentences", "avg #documents": "avg_documents", "hit rate": "hit_rate", "overall": "overall"})}
+
+
+def test_figures_csv_rows_a_record_holds_are_that_records_numbers():
+    """The rows of a figures.csv table bound to a record (`BOUND`: `fanin table NAME --record data/measured`) state that record's
+    numbers at the precision they are written with; a re-measured record that moves a number fails here until the row follows."""
+    import json
+    with open(ROOT / "data" / "measured" / "figures.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    checked = 0
+    for table, (file, key, row_map, fig_map) in BOUND.items():
+        rec = {r[key]: r for r in json.loads((ROOT / "data" / "measured" / file).read_text())["rows"]}
+        for r in rows:
+            if r["table"] != table or r["figure"] not in fig_map: continue
+            text = r["value"].replace(",", "")
+            want = rec[row_map[r["row"]]][fig_map[r["figure"]]]
+            decimals = len(text.split(".")[1]) if "." in text else 0
+            assert float(text) == round(want, decimals), f"figures.csv {table} {r['row']} {r['figure']} = {r['value']}, {file} holds {want}"
+            checked += 1
+    assert checked == 12
