@@ -153,7 +153,8 @@ class FilePacks(System):
     def check_inputs(self, ds) -> None:
         packs = read_pack_file(self.path, ds, self.format)
         lacking = len(ds.instances()) - len(packs)
-        if lacking: print(f"{self.path}: packs for {len(packs)} of {len(ds.instances())} questions; the other {lacking} are recorded as failed (no pack)")
+        if lacking: print(f"{self.path}: packs for {len(packs)} of {len(ds.instances())} questions; the other {lacking} are recorded as "
+                          f"failed questions, and past max_failed_share the run exits non-zero (run on the file's domains, or give them packs)")
 
     def _load_file(self):
         "Index the file's records by question id and text (the dataset was checked against it before the run began)."
