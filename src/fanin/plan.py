@@ -117,7 +117,7 @@ class Planner:
         self.cfgs = system_configs(self.overrides)
         for c in self.cfgs: check_params(c)
         self.stages = list(stages or self.cfgs[0].get("stages") or RETRIEVAL_STAGES)
-        unknown = [s for s in self.stages if s not in STAGES + ("diagnose",)]   # diagnose: `fanin diagnose` after the run
+        unknown = [s for s in self.stages if s not in STAGES + ("diagnose", "generate")]   # diagnose / generate: their own commands
         if unknown: raise ConfigError(f"unknown stage(s) {unknown}; stages are {', '.join(STAGES)}")
         self.ds, self.cfg = load_dataset(self.cfgs[0]), self.cfgs[0]
         self.rates_given = {"tokens_per_s": tokens_per_s, "windows_per_s": windows_per_s, "chars_per_s": chars_per_s}
@@ -416,8 +416,9 @@ def _existing_answers(self: Planner, cfg: DictConfig) -> list:
 
 
 def _run(self: Planner) -> "Plan":
-    "Plan every system of the configuration through the stages, in the pipeline's order."
-    for cfg in self.cfgs:
+    "Plan every system of the configuration through the stages, in the pipeline's order (`fanin generate`'s questions first)."
+    if "generate" in self.stages: self.generate()
+    for cfg in (self.cfgs if set(self.stages) - {"generate"} else []):
         if "index" in self.stages or "retrieve" in self.stages:
             for d in self.ds.domains: self.index(cfg, d)
         packs = self.packs(cfg)
@@ -428,7 +429,16 @@ def _run(self: Planner) -> "Plan":
         if "diagnose" in self.stages: self.retrieve(cfg, packs, "diagnose")   # its LLM calls replay the retrieval's from the cache
     return Plan(pd.DataFrame(self.rows, columns=PLAN_COLUMNS), self.notes, self.overrides, self.stages)
 
-Planner.existing_answers, Planner.run = _existing_answers, _run
+def _generate(self: Planner):
+    "`fanin generate`'s calls on the configured `llm` (`QuestionGenerator.plan`): an upper bound, every candidate checked."
+    from fanin.question_gen import QuestionGenerator, counts_of
+    dry, domain = self.llm("llm"), self.ds.domains[0]
+    est = QuestionGenerator(dry.llm, counts_of(self.cfg), int(self.cfg.generate.seed)).plan(self.ds, domain)
+    self.add("generate", "question_gen", domain, "llm", dry.llm.model, est["calls"], 0, est["prompt_tokens"], est["completion_tokens_at_most"],
+             "upper bound: every candidate checked; completion ≤ max_tokens", llm_rate(self.records, dry.llm.model, self.rates_given["tokens_per_s"], self.bench),
+             dry.llm.price)
+
+Planner.existing_answers, Planner.run, Planner.generate = _existing_answers, _run, _generate
 PLAN_COLUMNS = ["stage", "system", "domain", "kind", "model", "requests", "cached", "to_do", "prompt_tokens", "completion_tokens",
                 "basis", "seconds", "rate_source", "usd"]
 

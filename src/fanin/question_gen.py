@@ -23,7 +23,7 @@ from .wildgraphbench import page_file_name
 
 # %% auto #0
 __all__ = ['GEN_PROMPTS', 'page_urls', 'overlap', 'Candidate', 'QuestionGenerator', 'candidate', 'generate', 'plan',
-           'write_dataset', 'generate_main']
+           'write_dataset', 'counts_of', 'generate_main']
 
 # %% ../../nbs/40_question_gen.ipynb #568d6e4a
 GEN_PROMPTS = {"single-fact": "gen_single", "multi-fact": "gen_multi", "summary": "gen_summary"}
@@ -184,9 +184,16 @@ def write_dataset(cands: list[Candidate], ds, domain: str, out, model: str, note
     return out
 
 # %% ../../nbs/40_question_gen.ipynb #a873bc30
-def generate_main(overrides, out, counts: dict, seed: int = 0, plan_only: bool = False, log=print):
+def counts_of(cfg) -> dict:
+    "The questions of each type `generate.single / multi / summary` asks for."
+    g = cfg.generate
+    return {"single-fact": int(g.single), "multi-fact": int(g.multi), "summary": int(g.summary)}
+
+
+def generate_main(overrides, out, plan_only: bool = False, log=print):
     """`fanin generate <overrides> --out PATH`: questions over the one domain of the configured dataset through the configured
-    `llm` (its cache, ledger and `budget.usd`); prints the plan first; `plan_only`: the plan, and no call."""
+    `llm` (its cache, ledger and `budget.usd`), as many as `generate.*` says; prints the plan first (as `fanin plan --stages
+    generate` does); `plan_only`: the plan, and no call."""
     from fanin.components import load_dataset
     from fanin.config import ConfigError, compose
     from fanin.roles import make_llms
@@ -196,7 +203,7 @@ def generate_main(overrides, out, counts: dict, seed: int = 0, plan_only: bool =
         raise ConfigError(f"fanin generate works on one domain of a WildGraphBench-layout dataset; got {ds.name} {list(ds.domains)}: "
                           f"set dataset.domains=[ONE]")
     llm, domain = make_llms(cfg)["llm"], ds.domains[0]
-    gen = QuestionGenerator(llm, counts, seed)
+    gen = QuestionGenerator(llm, counts_of(cfg), int(cfg.generate.seed))
     est = gen.plan(ds, domain)
     log(f"plan: {est['calls']} calls to {est['model']} at most, {est['prompt_tokens']} prompt tokens, at most "
         f"{est['completion_tokens_at_most']} completion tokens, {'$' + format(est['usd_at_most'], ',.4f') if est['usd_at_most'] is not None else 'no price'} at most")
