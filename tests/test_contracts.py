@@ -47,12 +47,35 @@ def test_judges_declare_their_kind():
     ([f"dataset.root={ROOT / 'tests/fixtures/wildgraphbench_tiny'}", "dataset.domains=[nature]"], ["single-fact", "multi-fact", "summary"]),
     (["dataset=graphrag_bench", f"dataset.root={ROOT / 'tests/fixtures/graphrag_bench_tiny'}"], ["FB", "MC", "MS", "TF", "OE"]),
     (["dataset=authtrace_tiny"], ["single-doc", "multi-doc"]),
+    (["dataset=beir", f"dataset.root={ROOT / 'tests/fixtures/beir_tiny'}"], ["query"]),
+    (["dataset=hipporag", f"dataset.root={ROOT / 'tests/fixtures/hipporag_tiny'}"], None),
 ])
 def test_every_dataset_keeps_the_contract_and_gets_stats(overrides, qtypes):
     ds = load_dataset(compose(overrides))
-    assert dataset_gaps(ds) == [] and isinstance(ds, Dataset)
+    from fanin.schema import Snapshot
+    assert dataset_gaps(ds) == [] and isinstance(ds, Dataset) and Snapshot.model_validate(ds.snapshot())
+    qtypes = qtypes or list(ds.qtypes)
     assert list(ds.qtypes) == qtypes and set(ds.domains) <= set(ds.all_domains)
     assert {i.qtype for i in ds.instances()} <= set(qtypes), "every question's type is one the dataset declares"
     st = stats_table(ds)
     a = st[(st.domain == "all") & (st.qtype == "all")].iloc[0]
     assert a.questions == len(ds.instances()) and a.questions == st[(st.domain == "all") & (st.qtype != "all")].questions.sum()
+
+
+def test_a_dataset_whose_snapshot_lacks_a_field_stops_at_load_naming_it(tmp_path):
+    """A new dataset whose `snapshot()` leaves out `commit` used to fail later in a setting card with `KeyError: 'commit'`; the
+    contract (`fanin.schema.Snapshot`) names the field when the dataset is loaded."""
+    import sys
+    (tmp_path / "my_data.py").write_text(
+        "from fanin.schema import Corpus\n"
+        "class Mine:\n"
+        "    name, domains, all_domains, qtypes, broad_qtypes = 'mine', ['d'], ['d'], ['q'], frozenset()\n"
+        "    def __init__(self, **kw): pass\n"
+        "    def corpus(self, domain): return Corpus('mine/d', [])\n"
+        "    def instances(self, domain=None): return []\n"
+        "    def snapshot(self): return {'dataset': 'mine', 'qa_sha1': 'x', 'domains': ['d'], 'clean': False}\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(ConfigError, match=r"my_data.Mine: its snapshot\(\) field commit: field required"):
+            load_dataset(OmegaConf.create({"dataset": {"_target_": "my_data.Mine"}}))
+    finally: sys.path.remove(str(tmp_path))

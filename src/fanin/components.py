@@ -28,11 +28,14 @@ __all__ = ['PACKAGES', 'load_dataset', 'make_system', 'make_judge', 'make_eviden
 # %% ../../nbs/06a_components.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
     "The benchmark the config names (its `_target_`), checked against the Dataset contract (`fanin.schema.Dataset`)."
-    from fanin.schema import dataset_gaps
+    from fanin.schema import dataset_gaps, snapshot_problem
     ds = instantiate(cfg.dataset)
     gaps = dataset_gaps(ds)
     if gaps:
         raise ConfigError(f"dataset {cfg.dataset.get('_target_')}: not a Dataset (fanin.schema.Dataset); it lacks {', '.join(gaps)}")
+    if (why := snapshot_problem(ds)):   # every manifest and setting card reads it: a gap stops here, not in a KeyError later
+        raise ConfigError(f"dataset {cfg.dataset.get('_target_')}: {why}; snapshot() returns a fanin.schema.Snapshot's fields "
+                          f"(dataset, commit, qa_sha1, domains, clean)")
     return ds
 
 

@@ -22,8 +22,8 @@ from .config import ConfigError
 # %% auto #0
 __all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'MAX_RECORD_CHARS', 'Document', 'Instance', 'gold_statements', 'Unit', 'Pack',
            'Corpus', 'Answer', 'Judgment', 'Problem', 'DataError', 'DataWarning', 'RecordError', 'Dataset',
-           'dataset_gaps', 'stats_table', 'parse_record', 'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender',
-           'RawRecord', 'record_problems', 'decode_utf8', 'scan_jsonl']
+           'dataset_gaps', 'Snapshot', 'snapshot_problem', 'stats_table', 'parse_record', 'iter_jsonl', 'read_jsonl',
+           'write_jsonl', 'JsonlAppender', 'RawRecord', 'record_problems', 'decode_utf8', 'scan_jsonl']
 
 # %% ../../nbs/00_schema.ipynb #b7103a46
 class _Record(BaseModel):
@@ -199,13 +199,36 @@ class Dataset(Protocol):
     broad_qtypes: frozenset[str]
     def corpus(self, domain: str) -> Corpus: ...
     def instances(self, domain: str | None = None) -> list[Instance]: ...
-    def snapshot(self) -> dict: ...
+    def snapshot(self) -> dict: ...   # a `Snapshot`'s fields (below)
 
 
 def dataset_gaps(obj) -> list[str]:
-    "What `obj` lacks of the Dataset contract (empty: it is one)."
-    need = ["name", "domains", "all_domains", "qtypes", "broad_qtypes", "corpus", "instances", "snapshot"]
-    return [m for m in need if not hasattr(obj, m) or (m in ("corpus", "instances", "snapshot") and not callable(getattr(obj, m)))]
+    "What `obj` lacks of the Dataset contract (empty: it is one): the protocol's own members, read from it, never a list kept by hand."
+    fields = list(Dataset.__annotations__)
+    methods = [n for n, v in vars(Dataset).items() if callable(v) and not n.startswith("_")]
+    return [m for m in fields + methods if not hasattr(obj, m) or (m in methods and not callable(getattr(obj, m)))]
+
+# %% ../../nbs/00_schema.ipynb #10726399
+class Snapshot(BaseModel):
+    """What `Dataset.snapshot()` returns: which data a run used, as every manifest and setting card states it. A dataset may add
+    its own fields (a split, a unit); these are the ones the lab reads."""
+    model_config = ConfigDict(extra="allow")
+    dataset: str = Field(min_length=1, description="the dataset's name")
+    commit: str = Field(min_length=1, description="the release's commit or revision (`local` for a folder with none)")
+    qa_sha1: str = Field(min_length=1, description="a hash of the question files read")
+    domains: list[str] = Field(description="the domains this run reads")
+    clean: bool = Field(description="whether page boilerplate was stripped")
+    source: str = Field("", description="where the release comes from (a repository, a folder name)")
+    root: str = Field("", description="the folder it was read from")
+
+
+def snapshot_problem(ds) -> str | None:
+    "None when `ds.snapshot()` is a `Snapshot`; else its first problem in words (field and what it lacks)."
+    try: Snapshot.model_validate(ds.snapshot())
+    except ValidationError as e:
+        err = e.errors()[0]
+        return f"its snapshot() field {'.'.join(map(str, err['loc'])) or '<snapshot>'}: {err['msg'].lower()}"
+    return None
 
 # %% ../../nbs/00_schema.ipynb #ds00e
 STATS_COLUMNS = ["domain", "qtype", "questions", "fan_in_1", "fan_in_2", "fan_in_3", "fan_in_4", "fan_in_5plus", "unresolved_refs"]
