@@ -519,7 +519,7 @@ def _spent(self: LLM, stage: str, system: str, r, work: bool = True) -> tuple[in
     u = getattr(r, "usage", None)
     pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
     usd = self.price.usd(pt, ct) if self.price is not None else 0.0
-    self.ledger.add(stage, system, **({"prompt_tokens": pt, "completion_tokens": ct} if work else {}), usd_micro=round(usd * 1e6))
+    if work or usd: self.ledger.add(stage, system, **({"prompt_tokens": pt, "completion_tokens": ct} if work else {}), usd_micro=round(usd * 1e6))
     if self.budget is not None: self.budget.spend(usd)
     return pt, ct
 
