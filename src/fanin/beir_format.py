@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field
 from .config import ConfigError, resolve_path
 from .hipporag_format import git_blob
 from .release import MIRROR_ENV, OFFLINE_ENV
-from .schema import Corpus, DataError, Document, Instance, Problem, RawRecord, decode_utf8, record_problems
+from .schema import Corpus, DataError, Document, Instance, Problem, RawRecord, decode_utf8, scan_jsonl
 
 # %% auto #0
 __all__ = ['BEIR_URL', 'BEIR_MD5', 'BeirDoc', 'BeirQuery', 'read_qrels', 'BeirFormat', 'fetch_beir']
@@ -46,15 +46,9 @@ def _jsonl(path: Path, shape, problems: list) -> dict[str, object]:
     if not path.is_file():
         problems.append(Problem(str(path), None, "<file>", "missing", "a regular file in BEIR's layout", "use the dataset folder as released"))
         return out
-    text, p = decode_utf8(path, path.read_bytes())
-    if p: problems.append(p); return out
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip(): continue
-        try: obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            problems.append(Problem(str(path), n, "<json>", line[:80], "one JSON object a line", f"fix the JSON: {e.msg}")); continue
-        rec, ps = record_problems(shape, obj, path, n)
-        if ps: problems += ps; continue
+    recs, ps = scan_jsonl(path, shape, max_line_chars=10_000_000)   # a corpus line may be a long document
+    problems += ps
+    for n, rec in recs:
         if rec.id in out: problems.append(Problem(str(path), n, "_id", rec.id, "an id used once", "remove the repeated line")); continue
         out[rec.id] = rec
     return out
