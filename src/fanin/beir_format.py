@@ -7,7 +7,6 @@ question, its relevant documents its gold pages, fan-in the number of them."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import urllib.request
