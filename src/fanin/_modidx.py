@@ -371,6 +371,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                               'fanin/file_packs.py'),
                                   'fanin.file_packs.FilePacks.ranking': ('file_packs.html#filepacks.ranking', 'fanin/file_packs.py'),
                                   'fanin.file_packs.FilePacks.retrieve': ('file_packs.html#filepacks.retrieve', 'fanin/file_packs.py'),
+                                  'fanin.file_packs._instance_finder': ('file_packs.html#_instance_finder', 'fanin/file_packs.py'),
                                   'fanin.file_packs._parsed': ('file_packs.html#_parsed', 'fanin/file_packs.py'),
                                   'fanin.file_packs._question': ('file_packs.html#_question', 'fanin/file_packs.py'),
                                   'fanin.file_packs._squash': ('file_packs.html#_squash', 'fanin/file_packs.py'),

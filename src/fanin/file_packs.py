@@ -73,6 +73,29 @@ def _question(rec: dict, fmt: str):
     return rec.get("question_id", rec.get("instance_id")), rec.get("question")
 
 
+def _instance_finder(ds):
+    """`find(p, n, rec, fmt)`: the run question a record names (by id, else by its text), or a one-line ConfigError naming the
+    file and line: no question named, a text several questions share, or a question the run's domains lack."""
+    insts = ds.instances()
+    by_id, by_text = {i.id: i for i in insts}, {}
+    for i in insts: by_text.setdefault(_squash(i.query), []).append(i)
+    def find(p, n, rec, fmt):
+        qid, qtext = _question(rec, fmt)
+        if qid is None and qtext is None:
+            raise ConfigError(f"{p}:{n}: names no question; give question_id (the dataset's id, e.g. {insts[0].id!r}) or question (its text)")
+        inst = by_id.get(str(qid)) if qid is not None else None
+        if inst is None and qtext is not None:
+            hits = by_text.get(_squash(qtext), [])
+            if len(hits) > 1: raise ConfigError(f"{p}:{n}: the question text matches {len(hits)} questions ({', '.join(h.id for h in hits[:3])}); give question_id")
+            inst = hits[0] if hits else None
+        if inst is None:
+            what = f"question_id {qid!r}" if qid is not None else f"question {str(qtext)[:60]!r}"
+            raise ConfigError(f"{p}:{n}: {what} is not a question of {ds.name} in the run's domains ({', '.join(ds.domains)}); "
+                              f"ids look like {insts[0].id!r}; run on the file's domains (dataset.domains=[...]) or drop the line")
+        return inst
+    return find
+
+
 def _units(p, n: int, rec: dict, fmt: str) -> list[dict]:
     "The units of one record, normalised to {text, doc_ids, score, rank} and put in rank order; a bad unit stops here."
     key = "context" if fmt == "benchmark_qed" else "units"
@@ -105,23 +128,9 @@ def read_pack_file(path, ds, fmt: str = "auto") -> dict[str, list[dict]]:
     domain's corpus. Stops in one line (file, line, field, fix) at the first problem."""
     fmt, recs = pack_file_records(path, fmt)
     p = resolve_path(str(path))
-    insts = ds.instances()
-    by_id, by_text = {i.id: i for i in insts}, {}
-    for i in insts: by_text.setdefault(_squash(i.query), []).append(i)
-    out, seen, corpora = {}, {}, {}
+    find, out, seen, corpora = _instance_finder(ds), {}, {}, {}
     for n, rec in recs:
-        qid, qtext = _question(rec, fmt)
-        if qid is None and qtext is None:
-            raise ConfigError(f"{p}:{n}: names no question; give question_id (the dataset's id, e.g. {insts[0].id!r}) or question (its text)")
-        inst = by_id.get(str(qid)) if qid is not None else None
-        if inst is None and qtext is not None:
-            hits = by_text.get(_squash(qtext), [])
-            if len(hits) > 1: raise ConfigError(f"{p}:{n}: the question text matches {len(hits)} questions ({', '.join(h.id for h in hits[:3])}); give question_id")
-            inst = hits[0] if hits else None
-        if inst is None:
-            what = f"question_id {qid!r}" if qid is not None else f"question {str(qtext)[:60]!r}"
-            raise ConfigError(f"{p}:{n}: {what} is not a question of {ds.name} in the run's domains ({', '.join(ds.domains)}); "
-                              f"ids look like {insts[0].id!r}; run on the file's domains (dataset.domains=[...]) or drop the line")
+        inst = find(p, n, rec, fmt)
         if inst.id in seen: raise ConfigError(f"{p}:{n}: question {inst.id} was already given at line {seen[inst.id]}; keep one pack a question")
         seen[inst.id] = n
         units = _units(p, n, rec, fmt)
@@ -209,15 +218,9 @@ def read_answer_file(path, ds) -> dict[tuple[str, str | None], dict]:
     if not p.is_file(): raise ConfigError(f"reader.path={path}: {'not a regular file' if p.exists() else 'no such file'} ({p}); give your answer file")
     _, recs = _parsed(str(p), file_sha256(p), "lab")
     if not recs: raise ConfigError(f"{p}: the answer file is empty; write one answer a line (format: nbs/39_file_packs.ipynb)")
-    insts = ds.instances()
-    by_id, by_text = {i.id: i for i in insts}, {_squash(i.query): i for i in insts}
-    out = {}
+    find, out = _instance_finder(ds), {}
     for n, rec in recs:
-        qid, qtext = _question(rec, "lab")
-        inst = by_id.get(str(qid)) if qid is not None else by_text.get(_squash(qtext)) if qtext is not None else None
-        if inst is None:
-            raise ConfigError(f"{p}:{n}: {'question_id ' + repr(qid) if qid is not None else 'question ' + repr(str(qtext)[:60])} is not a "
-                              f"question of {ds.name} in the run's domains; ids look like {insts[0].id!r}")
+        inst = find(p, n, rec, "lab")
         text = rec.get("answer", rec.get("prediction"))
         if not isinstance(text, str): raise ConfigError(f"{p}:{n}: field 'answer' must be the answer's text (a string), got {type(text).__name__}")
         key = (inst.id, rec.get("system"))
