@@ -66,9 +66,9 @@ OPT_IN_STAGES := answers structured peers ablation
 DVC := $(VENV)/bin/dvc
 # first, before the install: the data DVC reads (params.yaml's `data` and `hipporag_data`) is there, or is fetched at its pinned
 # revision and checked by sha256 ($$FANIN_DATA_MIRROR names a local mirror), or the command stops in one line naming what is
-# missing, where it looked and the fix (fanin.release, standard library only, so the system's python3 runs it)
+# missing, where it looked and the fix (fanin.data.release, standard library only, so the system's python3 runs it)
 data-ready:
-	@PYTHONPATH=src python3 -m fanin.release params.yaml
+	@PYTHONPATH=src python3 -m fanin.data.release params.yaml
 
 # STAGES: the DVC stages to run (default: every stage but the opt-in ones), e.g. make reproduce STAGES=data
 STAGES ?= $$($(DVC) stage list --name-only | grep -vxF $(foreach s,$(OPT_IN_STAGES),-e $(s)))
@@ -124,7 +124,7 @@ faults: setup
 bench: setup
 	$(FANIN) bench
 
-# how each retrieval system's cost grows: one domain, all 12 domains, ten perturbed copies (fanin.scale, nbs/10a_scale);
+# how each retrieval system's cost grows: one domain, all 12 domains, ten perturbed copies (fanin.doors.scale, nbs/10a_scale);
 # the measured copy the README quotes goes to data/measured/scale.{json,png}
 bench-scale: setup
 	$(FANIN) bench --scale --record data/measured

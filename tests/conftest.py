@@ -20,7 +20,7 @@ def need_real_data(path: Path, what: str):
 
 @pytest.fixture(scope="session")
 def real_data_root():
-    from fanin.wildgraphbench import default_root
+    from fanin.data.wildgraphbench import default_root
     root = default_root()
     need_real_data(root / "QA", "the real WildGraphBench data")
     return root

@@ -70,7 +70,7 @@ class Work:
 
     def run(self, args, timeout=300, env=None):
         e = {**os.environ, **(env or {})}
-        return subprocess.run([PY, "-m", "fanin.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=e)
+        return subprocess.run([PY, "-m", "fanin.doors.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=e)
 
     def folders(self):
         return sorted(p.parent for p in self.out.glob("faults/*/manifest.json"))
@@ -129,7 +129,7 @@ def interrupt_runner(args_fn, after: Callable, hang_after: int | None = None):
             if hang_after is not None and len(calls) > hang_after: release.wait(120)
             return "Tower 1 was completed in 1911."
         with StandIn(model="served-7b", max_model_len=4096, reply=reply) as s:
-            p = subprocess.Popen([PY, "-m", "fanin.cli", *args_fn(w, s)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            p = subprocess.Popen([PY, "-m", "fanin.doors.cli", *args_fn(w, s)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # as from a terminal
             t0 = time.time()
             while not after(w, calls) and time.time() - t0 < 120 and p.poll() is None: time.sleep(0.1)
@@ -145,7 +145,7 @@ def interrupt_runner(args_fn, after: Callable, hang_after: int | None = None):
 
 
 def concurrent_runner(w, f):
-    ps = [subprocess.Popen([PY, "-m", "fanin.cli", *run_bm25(w)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ps = [subprocess.Popen([PY, "-m", "fanin.doors.cli", *run_bm25(w)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
           for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in ps]
     rc = max(p.returncode for p in ps)

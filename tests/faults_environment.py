@@ -17,7 +17,7 @@ def term_runner(args_fn, after, rerun: bool = True):
     """Start the command, wait until `after(w)` holds, send SIGTERM and require exit 143 within 5 s with one line saying it
     stopped; then (with `rerun`) run the same command again, which must resume and finish: its result is what is classified."""
     def runner(w, f):
-        p = subprocess.Popen([PY, "-m", "fanin.cli", *args_fn(w)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen([PY, "-m", "fanin.doors.cli", *args_fn(w)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         t0 = time.time()
         while not after(w) and time.time() - t0 < 120 and p.poll() is None: time.sleep(0.05)
         t = time.time()
@@ -78,7 +78,7 @@ def ulimit_runner(limit_bytes: int):
     def runner(w, f):
         import resource
         def limit(): resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
-        return subprocess.run([PY, "-m", "fanin.cli", *run_bm25(w)], cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=limit)
+        return subprocess.run([PY, "-m", "fanin.doors.cli", *run_bm25(w)], cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=limit)
     return runner
 
 

@@ -41,7 +41,7 @@ def _frame(path: Path) -> pd.DataFrame:
 def same_result(w, r, said: str | None = "unfinished") -> bool:
     """The healed run's metrics and tables hold every row of the run before the damage, with the same values; its packs and
     manifest are finished; and, when `said` is given, the rerun said what it redid."""
-    from fanin.files import finished
+    from fanin.core.files import finished
     good, folders = w.base / "good", w.folders()
     if len(folders) != 1: return False
     f = folders[0]

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fanin.analysis import (correlation, degradation, failure_attribution, failure_overlap, paired_bootstrap,
+from fanin.results.analysis import (correlation, degradation, failure_attribution, failure_overlap, paired_bootstrap,
                             recall_dominance, table_by_bin, table_by_fan_in)
 
 BINS = [{"name": "single", "lo": 1, "hi": 1}, {"name": "low", "lo": 2, "hi": 2}, {"name": "high", "lo": 3, "hi": None}]

@@ -6,8 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from fanin.cli import main
-from fanin.schema import Answer, read_jsonl
+from fanin.doors.cli import main
+from fanin.core.schema import Answer, read_jsonl
 from openai_standin import StandIn
 
 
@@ -48,7 +48,7 @@ def test_judge_only_rerun_with_another_judge_model_keeps_the_answers(tiny_overri
         man = json.loads((next(adir.glob("judged-wgb_llm-*")) / "manifest.json").read_text())
         assert man["llm"]["model"] == "judge-b" and man["llm"]["endpoint"] == jb.base_url
         # the answer table's card names where the LLM judge departs from the benchmark's released evaluator
-        from fanin.lab_report import answer_setting_line
+        from fanin.results.lab_report import answer_setting_line
         assert "departs from WildGraphBench tools/eval.py" in answer_setting_line([run])
 
 
@@ -77,7 +77,7 @@ def test_answer_stage_whose_calls_failed_exits_non_zero(tiny_overrides, fault, c
     ov = tiny_overrides + ["system=bm25", "answer.per_domain_type=1", "answer.judges=[keyfact]", "answer.check_judges=false"]
     assert _run(["run", "--stages", "index,retrieve,evaluate"] + ov) == 0
     if fault == "closed":
-        from fanin.local_models import free_port
+        from fanin.models.local_models import free_port
         rc = _run(["run", "--stages", "answer,judge"] + ov + ["reader_llm=vllm", f"reader_llm.base_url=http://127.0.0.1:{free_port()}/v1",
                                                               "reader_llm.model=m", "reader_llm.context_tokens=4000"])
         assert rc == 1 and "does not answer" in capsys.readouterr().err

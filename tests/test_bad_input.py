@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from conftest import FIXTURE
-from fanin.config import ConfigError, compose
+from fanin.core.config import ConfigError, compose
 
 TOPIC = "corpus/nature/Tiny typhoon season"
 QA = "QA/nature/questions.jsonl"
@@ -22,14 +22,14 @@ def data(tmp_path):
 
 
 def load(root, **kw):
-    from fanin.wildgraphbench import WildGraphBench
+    from fanin.data.wildgraphbench import WildGraphBench
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fixture's one unresolvable reference warns; these tests are about errors
         return WildGraphBench(root, domains=["nature"], **kw)
 
 
 def data_error(root, **kw):
-    from fanin.schema import DataError
+    from fanin.core.schema import DataError
     with pytest.raises(DataError) as e:
         load(root, **kw)
     return e.value
@@ -71,8 +71,8 @@ def test_duplicated_question_names_both_lines(data):
 
 
 def test_unresolvable_ref_warns_with_count_by_default(data):
-    from fanin.schema import DataWarning
-    from fanin.wildgraphbench import WildGraphBench
+    from fanin.core.schema import DataWarning
+    from fanin.data.wildgraphbench import WildGraphBench
     edit_line(data / QA, 1, '"https://example.org/vicente"', '"https://example.org/vicente", "https://example.org/gone"')
     with pytest.warns(DataWarning) as w:
         b = WildGraphBench(data, domains=["nature"])
@@ -94,8 +94,8 @@ def test_unresolvable_ref_fails_under_fail_policy(data):
 
 
 def test_unresolved_policy_from_the_config(data):
-    from fanin.config import instantiate
-    from fanin.schema import DataError
+    from fanin.core.config import instantiate
+    from fanin.core.schema import DataError
     with pytest.raises(DataError, match="not-in-references"):
         instantiate(compose([f"dataset.root={data}", "dataset.domains=[nature]", "dataset.unresolved_refs=fail"]).dataset)
     with pytest.raises(ConfigError, match="dataset.unresolved_refs='maybe': expected one of warn, fail"):
@@ -183,14 +183,14 @@ def test_all_problems_reported_together(data):
 
 
 def test_empty_root_override_is_an_error():
-    from fanin.config import instantiate
+    from fanin.core.config import instantiate
     with pytest.raises(ConfigError) as e:
         instantiate(compose(["dataset.root="]).dataset)
     assert "dataset.root is empty" in str(e.value) and "dataset.root=null" in str(e.value)
 
 
 def test_real_data_loads_clean(real_data_root):
-    from fanin.wildgraphbench import WildGraphBench
+    from fanin.data.wildgraphbench import WildGraphBench
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no DataWarning either
         b = WildGraphBench(real_data_root, domains=["mathematics", "history"])
@@ -219,14 +219,14 @@ def test_real_data_loads_clean(real_data_root):
     ("dataset.root=", "dataset.root='': expected the data folder"),
 ])
 def test_check_params_rejects(override, message):
-    from fanin.config import check_params
+    from fanin.core.config import check_params
     with pytest.raises(ConfigError) as e:
         check_params(compose([override]))
     assert str(e.value).startswith(message), str(e.value)
 
 
 def test_check_params_reports_every_bad_parameter_and_passes_good_ones():
-    from fanin.config import check_params
+    from fanin.core.config import check_params
     with pytest.raises(ConfigError) as e:
         check_params(compose(["k=abc", "k_summary=1.5", "reader_llm=openai", "reader_llm.concurrency=0"]))
     assert str(e.value).startswith("3 bad run parameters") and "reader_llm.concurrency=0" in str(e.value)
@@ -236,7 +236,7 @@ def test_check_params_reports_every_bad_parameter_and_passes_good_ones():
 
 
 def test_k_is_never_truncated():
-    from fanin.config import k_for
+    from fanin.core.config import k_for
     with pytest.raises(ConfigError, match=r"k=1.5: expected a positive integer \(k=2\)"):
         k_for(compose(["k=1.5"]), "single-fact")
     with pytest.raises(ConfigError, match="k_summary=abc"):
@@ -246,7 +246,7 @@ def test_k_is_never_truncated():
 
 def test_the_k_rule_is_the_datasets():
     "k_summary applies to the dataset's declared broad question types only, never to a type name the lab knows."
-    from fanin.config import k_for
+    from fanin.core.config import k_for
     cfg = compose(["k=3", "k_summary=7"])
     assert k_for(cfg, "summary", frozenset()) == 3 and k_for(cfg, "OE", {"OE"}) == 7
 
@@ -278,7 +278,7 @@ def test_a_misspelt_added_key_is_refused():
 
 
 def test_an_outputs_path_that_is_a_file_stops_before_work(tmp_path):
-    from fanin.config import check_params
+    from fanin.core.config import check_params
     f = tmp_path / "not-a-folder"; f.write_text("x")
     with pytest.raises(ConfigError, match=r"paths.outputs=.*is a file, not a folder"):
         check_params(compose([f"paths.outputs={f}"]))
@@ -339,8 +339,8 @@ def test_a_page_with_a_few_control_characters_loads(data):
 # ---- one URL, one document ----------------------------------------------------------------------------------------------------
 def test_a_url_listed_under_two_titles_counts_once(data):
     "The same article under a second headline, with its own page: fan-in counts it once (the first reference's page), and says so."
-    from fanin.schema import DataWarning
-    from fanin.wildgraphbench import WildGraphBench
+    from fanin.core.schema import DataWarning
+    from fanin.data.wildgraphbench import WildGraphBench
     refs = data / TOPIC / "references.jsonl"
     refs.write_text(refs.read_text() + '{"title": "Vicente: Hong Kong raises Signal 10", "url": "https://example.org/vicente", "archive_url": ""}\n')
     (data / TOPIC / "reference_pages" / "Vicente Hong Kong raises Signal 10.txt").write_text(

@@ -1,11 +1,11 @@
 """A dataset in BEIR's layout loads on the Dataset contract and runs end to end (the hand-written fixture)."""
 import pandas as pd
 
-from fanin.pipeline import run
+from fanin.run.pipeline import run
 
 
 def test_a_beir_layout_dataset_loads_and_runs(tmp_path):
-    from fanin.config import repo_root
+    from fanin.core.config import repo_root
     over = [f"dataset=beir", f"dataset.root={repo_root() / 'tests' / 'fixtures' / 'beir_tiny'}", f"paths.outputs={tmp_path / 'outputs'}",
             "progress=false", "experiment_name=test", "system=bm25", "k=2", "k_summary=2"]
     f = run(over)[0]
@@ -18,9 +18,9 @@ def test_a_beir_layout_dataset_loads_and_runs(tmp_path):
 def test_fanin_data_fetches_a_beir_dataset_from_a_mirror_and_stops_in_one_line_offline(tmp_path, monkeypatch, capsys):
     import hashlib
     import zipfile
-    from fanin import beir_format
-    from fanin.cli import main
-    from fanin.config import repo_root
+    from fanin.data import beir_format
+    from fanin.doors.cli import main
+    from fanin.core.config import repo_root
     fix = repo_root() / "tests" / "fixtures" / "beir_tiny"
     (tmp_path / "mirror" / "beir").mkdir(parents=True)
     zp = tmp_path / "mirror" / "beir" / "typhoons.zip"

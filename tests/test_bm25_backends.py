@@ -4,14 +4,14 @@ import warnings
 
 import pytest
 
-from fanin.config import compose
-from fanin.systems import BM25System, read_json
+from fanin.core.config import compose
+from fanin.systems.flat import BM25System, read_json
 
 from conftest import FIXTURE
 
 
 def corpus():
-    from fanin.wildgraphbench import WildGraphBench
+    from fanin.data.wildgraphbench import WildGraphBench
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return WildGraphBench(FIXTURE, domains=["nature"]).corpus("nature")
@@ -39,8 +39,8 @@ def test_bm25s_okapi_scores_are_rank_bm25s():
     "bm25s with method=okapi (the default backend) gives rank-bm25's scores: the same rankings, not a near relative."
     import numpy as np
     from rank_bm25 import BM25Okapi
-    from fanin.systems import Bm25sScorer, chunk_corpus
-    from fanin.text import lexical_tokens
+    from fanin.systems.flat import Bm25sScorer, chunk_corpus
+    from fanin.core.text import lexical_tokens
     c = corpus()
     toks = [lexical_tokens(c[x.doc_id].text[x.start:x.end]) for x in chunk_corpus(c, 200, 20)]
     okapi, ours, lucene = BM25Okapi(toks), Bm25sScorer(toks, 1.5, 0.75), Bm25sScorer(toks, 1.5, 0.75, method="lucene")

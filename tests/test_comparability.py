@@ -1,6 +1,6 @@
 "A reported-vs-lab comparison is comparable only when the same quantity is measured the same way: the corpus-token row is not."
-from fanin.paper_comparisons import compare, comparison_specs
-from fanin.papers import load_reported
+from fanin.results.paper_comparisons import compare, comparison_specs
+from fanin.results.papers import load_reported
 
 
 def test_corpus_tokens_are_not_comparable_and_say_why(tmp_path):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from fanin.config import ConfigError
-from fanin.pipeline import run
+from fanin.core.config import ConfigError
+from fanin.run.pipeline import run
 from openai_standin import StandIn
 
 

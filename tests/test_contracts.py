@@ -8,12 +8,12 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from fanin.config import ConfigError, compose, repo_root
-from fanin.evidence import EvidenceJudge
-from fanin.judges import Judge
-from fanin.components import load_dataset, make_evidence_judge, make_judge
-from fanin.schema import Dataset, dataset_gaps, stats_table
-from fanin.systems import System
+from fanin.core.config import ConfigError, compose, repo_root
+from fanin.judging.evidence import EvidenceJudge
+from fanin.judging.judges import Judge
+from fanin.run.components import load_dataset, make_evidence_judge, make_judge
+from fanin.core.schema import Dataset, dataset_gaps, stats_table
+from fanin.systems.flat import System
 
 ROOT = repo_root()
 
@@ -30,15 +30,15 @@ def test_every_config_builds_its_contract(group, base):
 
 
 def test_a_config_pointing_at_the_wrong_kind_of_object_is_refused():
-    with pytest.raises(ConfigError, match=r"builds a ProxyJudge, not a fanin\.evidence\.EvidenceJudge"):
-        make_evidence_judge(OmegaConf.create({"_target_": "fanin.judges.ProxyJudge"}))
-    with pytest.raises(ConfigError, match=r"not a fanin\.judges\.Judge"):
-        make_judge(OmegaConf.create({"_target_": "fanin.evidence.DocumentEvidenceJudge"}))
+    with pytest.raises(ConfigError, match=r"builds a ProxyJudge, not a fanin\.judging\.evidence\.EvidenceJudge"):
+        make_evidence_judge(OmegaConf.create({"_target_": "fanin.judging.judges.ProxyJudge"}))
+    with pytest.raises(ConfigError, match=r"not a fanin\.judging\.judges\.Judge"):
+        make_judge(OmegaConf.create({"_target_": "fanin.judging.evidence.DocumentEvidenceJudge"}))
 
 
 def test_judges_declare_their_kind():
-    assert make_evidence_judge(OmegaConf.create({"_target_": "fanin.evidence.DocumentEvidenceJudge"})).kind == "deterministic"
-    assert make_evidence_judge(OmegaConf.create({"_target_": "fanin.evidence.LLMEvidenceJudge"})).kind == "llm"
+    assert make_evidence_judge(OmegaConf.create({"_target_": "fanin.judging.evidence.DocumentEvidenceJudge"})).kind == "deterministic"
+    assert make_evidence_judge(OmegaConf.create({"_target_": "fanin.judging.evidence.LLMEvidenceJudge"})).kind == "llm"
     assert System.needs_llm is False
 
 
@@ -52,7 +52,7 @@ def test_judges_declare_their_kind():
 ])
 def test_every_dataset_keeps_the_contract_and_gets_stats(overrides, qtypes):
     ds = load_dataset(compose(overrides))
-    from fanin.schema import Snapshot
+    from fanin.core.schema import Snapshot
     assert dataset_gaps(ds) == [] and isinstance(ds, Dataset) and Snapshot.model_validate(ds.snapshot())
     qtypes = qtypes or list(ds.qtypes)
     assert list(ds.qtypes) == qtypes and set(ds.domains) <= set(ds.all_domains)
@@ -64,10 +64,10 @@ def test_every_dataset_keeps_the_contract_and_gets_stats(overrides, qtypes):
 
 def test_a_dataset_whose_snapshot_lacks_a_field_stops_at_load_naming_it(tmp_path):
     """A new dataset whose `snapshot()` leaves out `commit` used to fail later in a setting card with `KeyError: 'commit'`; the
-    contract (`fanin.schema.Snapshot`) names the field when the dataset is loaded."""
+    contract (`fanin.core.schema.Snapshot`) names the field when the dataset is loaded."""
     import sys
     (tmp_path / "my_data.py").write_text(
-        "from fanin.schema import Corpus\n"
+        "from fanin.core.schema import Corpus\n"
         "class Mine:\n"
         "    name, domains, all_domains, qtypes, broad_qtypes = 'mine', ['d'], ['d'], ['q'], frozenset()\n"
         "    def __init__(self, **kw): pass\n"

@@ -37,7 +37,7 @@ def test_each_file_has_fifteen_pairs_of_each_kind_from_its_domains(name):
 def test_the_credit_record_holds_and_the_readme_line_is_read_from_it(real_data_root, tmp_path):
     """Both rules rescored on the real corpus give the record's figures; the README's credit line is rendered from it."""
     need_real_data(real_data_root, "the WildGraphBench corpus")
-    from fanin.lab_report import credit_record, credit_summary
+    from fanin.results.lab_report import credit_record, credit_summary
     kept = json.loads((ROOT / "data" / "measured" / "credit.json").read_text())
     fresh = json.loads(credit_record(tmp_path, [f"dataset.root={real_data_root}"]).read_text())
     assert fresh["sets"] == kept["sets"] and fresh["rules"] == kept["rules"]

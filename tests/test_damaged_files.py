@@ -7,8 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from fanin.fingerprints import DamagedFile
-from fanin.llm import LLM, LLMCache
+from fanin.core.fingerprints import DamagedFile
+from fanin.models.llm import LLM, LLMCache
 from openai_standin import StandIn
 
 Q = [{"role": "user", "content": "Where is the Eiffel Tower?"}]
@@ -44,7 +44,7 @@ def test_a_damaged_llm_cache_is_named_moved_aside_and_rebuilt(tmp_path, capsys, 
 
 
 def test_a_garbage_embedding_cache_is_named_moved_aside_and_rebuilt(tmp_path, capsys):
-    from fanin.embeddings import EmbeddingCache
+    from fanin.models.embeddings import EmbeddingCache
     f = tmp_path / "embeddings.sqlite"
     c = EmbeddingCache(f)
     c.put_many("m", {"a": np.ones(4, np.float32)}); c.close()
@@ -59,7 +59,7 @@ def test_a_garbage_embedding_cache_is_named_moved_aside_and_rebuilt(tmp_path, ca
 
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_a_packs_file_cut_in_half_heals_on_the_next_run(tiny_overrides, capsys):
-    from fanin.pipeline import run
+    from fanin.run.pipeline import run
     ov = tiny_overrides + ["system=bm25"]
     (folder,) = run(ov)
     f = folder / "packs.jsonl.gz"

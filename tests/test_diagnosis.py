@@ -1,4 +1,4 @@
-"""Where evidence is lost (fanin.diagnosis): hand-made cases where the losing step is known by construction, one per step and
+"""Where evidence is lost (fanin.results.diagnosis): hand-made cases where the losing step is known by construction, one per step and
 per paradigm family (chunks, entity graph, router, a system that cannot say); the sum property (the pack-side steps add up to
 1 - ER in every system x bin cell) on real pipeline runs; the end-to-end command on the fixture."""
 import math
@@ -6,10 +6,10 @@ import math
 import pandas as pd
 import pytest
 
-from fanin.diagnosis import PACK_STEPS, attribute, diagnose, loss_table
-from fanin.metrics import evidence_metrics
-from fanin.schema import Corpus, Document, Instance, Pack, Unit
-from fanin.systems import BM25System, ClosedBookSystem, LongContextSystem, System, loss
+from fanin.results.diagnosis import PACK_STEPS, attribute, diagnose, loss_table
+from fanin.judging.metrics import evidence_metrics
+from fanin.core.schema import Corpus, Document, Instance, Pack, Unit
+from fanin.systems.flat import BM25System, ClosedBookSystem, LongContextSystem, System, loss
 
 CORPUS = Corpus("toy", [
     Document(id="lennon", title="John Lennon", text="John Lennon was born in Liverpool. Lennon wrote songs with Paul McCartney. " * 4),
@@ -49,7 +49,7 @@ def test_long_context_and_closed_book_never_indexed():
 
 
 def test_entity_graph_unreachable_with_hops_and_not_indexed():
-    from fanin.graphs import EntityGraphSystem
+    from fanin.systems.graphs import EntityGraphSystem
     g = EntityGraphSystem(method="graal").index(CORPUS)
     got = steps(g, ask("Paul McCartney", ["liverpool", "paris", "blank"]), [])
     assert got["liverpool"]["step"] == "unreachable" and got["liverpool"]["hops"] == 2.0      # McCartney - Lennon - Liverpool
@@ -57,7 +57,7 @@ def test_entity_graph_unreachable_with_hops_and_not_indexed():
 
 
 def test_router_loses_a_page_its_route_never_reaches():
-    from fanin.router import RouterSystem
+    from fanin.systems.router import RouterSystem
 
     class Always:   # a fan-in estimate that sends every question coarse-to-fine
         def predict_proba(self, qs): return [1.0 for _ in qs]
@@ -97,14 +97,14 @@ def test_shares_add_up_to_the_missed_share():
         pack = Pack(instance_id=inst.id, system="bm25", units=bm.retrieve(q, k))
         rows += attribute(bm, pack, inst, CORPUS)
         mets.append({**evidence_metrics(pack, inst, CORPUS), "status": "ok"})
-    from fanin.config import compose
+    from fanin.core.config import compose
     t = loss_table(pd.DataFrame(rows), pd.DataFrame(mets), compose([]).fan_in_bins, n_boot=20)
     for _, cell in t.groupby(["system", "fan_in_bin"]):
         assert math.isclose(cell[cell.step.isin(PACK_STEPS)].share.sum(), cell.missed.iloc[0], abs_tol=1e-12)
 
 
 def test_diagnose_end_to_end_on_the_fixture(tiny_overrides):
-    from fanin.pipeline import run
+    from fanin.run.pipeline import run
     ov = tiny_overrides + ["systems=[bm25,long_context,oracle,closed_book]"]
     run(ov)
     tabs = diagnose(ov, n_boot=50, log=lambda *_: None)
@@ -124,9 +124,9 @@ def test_diagnose_end_to_end_on_the_fixture(tiny_overrides):
     import json
     meta = json.loads((Path(out) / "tables" / "test_diagnosis.json").read_text())
     assert meta["pairs"] > 0 and set(meta["run_seconds"]) == {"bm25", "long_context", "oracle", "closed_book"}
-    from fanin.diagnosis import explain
-    from fanin.components import load_dataset
-    from fanin.pipeline import system_configs
+    from fanin.results.diagnosis import explain
+    from fanin.run.components import load_dataset
+    from fanin.run.pipeline import system_configs
     inst = next(i for i in load_dataset(system_configs(ov)[0]).instances() if i.gold_docs)
     one = explain(inst.id, ov)
     assert set(one.system) == {"bm25", "long_context", "oracle", "closed_book"} and set(one.gold_page) == set(inst.gold_docs)
@@ -138,12 +138,12 @@ def test_diagnose_end_to_end_on_the_fixture(tiny_overrides):
 
 
 def test_fanin_plan_counts_the_diagnosis(tiny_overrides):
-    from fanin.plan import plan
+    from fanin.run.plan import plan
     p = plan(tiny_overrides + ["systems=[bm25,dense]"], ["diagnose"])
     rows = p.rows[p.rows.stage == "diagnose"]
     assert set(rows.system) == {"dense"} and (rows.kind == "embed").all() and rows.basis.str.startswith("upper bound").all()
-    from fanin.components import load_dataset
-    from fanin.pipeline import system_configs
+    from fanin.run.components import load_dataset
+    from fanin.run.pipeline import system_configs
     assert rows.requests.sum() == len(load_dataset(system_configs(tiny_overrides)[0]).instances())   # one query embedding per question at most
 
 
@@ -155,7 +155,7 @@ def test_diagnose_asks_the_runs_llm_again_for_community_global(tiny_overrides):
     replays from the run's cache (the stand-in sees no new call), and every miss is attributed, none `unknown`."""
     import json
     from openai_standin import StandIn
-    from fanin.pipeline import run
+    from fanin.run.pipeline import run
 
     def reply(body):
         text = body["messages"][-1]["content"]

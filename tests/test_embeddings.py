@@ -1,4 +1,4 @@
-"Tests of fanin.embeddings with the real models shipped by installed packages (no hub, no mocks)."
+"Tests of fanin.models.embeddings with the real models shipped by installed packages (no hub, no mocks)."
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -6,7 +6,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import pytest
 
-from fanin.embeddings import EmbeddingCache, OnnxMiniLM, TorchMiniLM, embed_with_cache, int8_kernel, text_key
+from fanin.models.embeddings import EmbeddingCache, OnnxMiniLM, TorchMiniLM, embed_with_cache, int8_kernel, text_key
 
 SENTENCES = [
     "The cat sat on the mat.",
@@ -99,8 +99,8 @@ def test_device_choice_names_the_vectors_and_refuses_a_missing_gpu(torch_emb):
     import torch
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
-    from fanin.config import repo_root
-    from fanin.embeddings import resolve_device
+    from fanin.core.config import repo_root
+    from fanin.models.embeddings import resolve_device
     assert torch_emb.name == "all-MiniLM-L6-v2/torch-fp32" and torch_emb.device_name == "cpu"  # the CPU's cache key is unchanged
     with pytest.raises(ValueError, match="expected auto, cpu, cuda or cuda:N"): resolve_device("tpu")
     with pytest.raises(ValueError, match="embedder.dtype='int8'"): TorchMiniLM(dtype="int8")
@@ -114,8 +114,8 @@ def test_device_choice_names_the_vectors_and_refuses_a_missing_gpu(torch_emb):
 
 def test_an_index_names_the_embedders_hardware_when_it_is_not_the_cpu(torch_emb, monkeypatch):
     "The setting card reads the index's `embedder`: a GPU build says which GPU; a CPU build reads as it always did."
-    from fanin.schema import Corpus, Document
-    from fanin.systems import DenseSystem
+    from fanin.core.schema import Corpus, Document
+    from fanin.systems.flat import DenseSystem
     corpus = Corpus("toy", [Document(id=f"d{i}", text=t) for i, t in enumerate(SENTENCES[:4])])
     assert DenseSystem(torch_emb).index(corpus).stats()["embedder"] == "all-MiniLM-L6-v2/torch-fp32"
     monkeypatch.setattr(torch_emb, "device_name", "NVIDIA H100 80GB HBM3")   # what TorchMiniLM(device="cuda") records
@@ -126,7 +126,7 @@ def test_int8_vectors_name_the_cpus_kind_of_int8_product(monkeypatch):
     """int8 vectors from a VNNI CPU and from one without differ beyond rounding (cosine min 0.966 between the two on these texts),
     so they must never share a cache key; fp32 vectors are the same on both and keep one name."""
     assert int8_kernel() in ("vnni", "novnni")  # x86-64 (the lab's machines and CI)
-    import fanin.embeddings as E
+    import fanin.models.embeddings as E
     names = {}
     for kernel in ("vnni", "novnni"):
         monkeypatch.setattr(E, "int8_kernel", lambda k=kernel: k)
@@ -156,7 +156,7 @@ def test_parallel_sessions_give_one_sessions_vectors(batch_size):
 
 
 def test_graph_is_built_once(tmp_path):
-    from fanin.embeddings import minilm_onnx
+    from fanin.models.embeddings import minilm_onnx
     p = minilm_onnx(folder=tmp_path)
     assert p.name == "all-MiniLM-L6-v2.fused-int8.onnx" and (tmp_path / "all-MiniLM-L6-v2.fused-fp32.onnx").exists()
     mtime = p.stat().st_mtime_ns

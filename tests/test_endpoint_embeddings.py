@@ -2,8 +2,8 @@
 status), a dense index built through `fanin run` from a stand-in server, and a second run that sends nothing (the cache)."""
 import pytest
 
-from fanin.endpoint_embeddings import EmbeddingEndpointError, OpenAICompatibleEmbedder
-from fanin.llm import EndpointError
+from fanin.models.endpoint_embeddings import EmbeddingEndpointError, OpenAICompatibleEmbedder
+from fanin.models.llm import EndpointError
 
 from conftest import FIXTURE
 from openai_standin import StandIn
@@ -44,7 +44,7 @@ def test_a_batch_failing_after_the_preflight_raises_naming_the_server():
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_dense_through_an_endpoint_and_then_from_the_cache(tmp_path):
     import json
-    from fanin.pipeline import run
+    from fanin.run.pipeline import run
     with StandIn() as s:
         ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.cache={tmp_path / 'cache'}", "progress=false", "experiment_name=test",
               "system=dense", "embedder=openai_compatible", f"embedder.base_url={s.base_url}", "embedder.model=hashed-words", "embedder.batch_size=16"]
@@ -55,7 +55,7 @@ def test_dense_through_an_endpoint_and_then_from_the_cache(tmp_path):
         assert info["embedder"] == "openai-compatible:hashed-words" and info["misses"] > 0 and sent >= info["misses"]
         n = len(s.embeddings())
         (g,) = run(ov + [f"paths.outputs={tmp_path / 'b'}"])          # a fresh index and run, the same embedding cache
-        from fanin.wildgraphbench import WildGraphBench
+        from fanin.data.wildgraphbench import WildGraphBench
         queries = {i.query for i in WildGraphBench(FIXTURE, domains=["nature"]).instances()}
         again = [t for r in s.embeddings()[n:] for t in r["input"]]
         assert again and set(again) <= queries | {"dimension probe"}, "a window embedded before was sent again"

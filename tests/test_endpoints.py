@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from fanin.config import compose, instantiate
-from fanin.llm import LLM, EndpointError, Ledger, LLMError, read_ledger, reply_bound
-from fanin.local_models import free_port
+from fanin.core.config import compose, instantiate
+from fanin.models.llm import LLM, EndpointError, Ledger, LLMError, read_ledger, reply_bound
+from fanin.models.local_models import free_port
 from openai_standin import StandIn, self_signed
 
 SCHEMA = {"type": "object", "properties": {"correct": {"type": "boolean"}}, "required": ["correct"]}
@@ -242,7 +242,7 @@ def test_the_ledger_is_written_whole_and_a_cut_one_is_one_line(tmp_path):
 
 
 def test_embeddings_from_an_endpoint_keep_keys_out_of_errors_and_refuse_another_host(tmp_path, monkeypatch):
-    from fanin.endpoint_embeddings import EmbeddingEndpointError, OpenAICompatibleEmbedder
+    from fanin.models.endpoint_embeddings import EmbeddingEndpointError, OpenAICompatibleEmbedder
     monkeypatch.setenv("LAB_GATEWAY_TOKEN", TOKEN)
     with StandIn(echo_key="error") as s:
         url = s.base_url.replace("://", "://lab:url-secret-1234@")   # a key written into the URL, too

@@ -1,8 +1,8 @@
 "Malformed input and unknown names fail with errors that say where and what to do."
 import pytest
 
-from fanin.config import ConfigError, compose
-from fanin.schema import Pack, RecordError, read_jsonl
+from fanin.core.config import ConfigError, compose
+from fanin.core.schema import Pack, RecordError, read_jsonl
 
 
 def test_malformed_json_line(tmp_path):
@@ -48,21 +48,21 @@ def test_unknown_config_name_lists_options(override, group):
 
 
 def test_unknown_domain():
-    from fanin.components import load_dataset
+    from fanin.run.components import load_dataset
     with pytest.raises(ConfigError, match="unknown WildGraphBench domain"):
         load_dataset(compose(["dataset.domains=[atlantis]"]))
 
 
 def test_cli_reports_config_errors(capsys):
-    from fanin.cli import main
+    from fanin.doors.cli import main
     with pytest.raises(SystemExit) as e:
         main(["run", "system=nope"])
     assert e.value.code == 2 and "configs/system/nope.yaml" in capsys.readouterr().err
 
 
 def test_unknown_judge_names_fail_before_any_work(tiny_overrides):
-    from fanin.config import ConfigError
-    from fanin.pipeline import run
+    from fanin.core.config import ConfigError
+    from fanin.run.pipeline import run
     with pytest.raises(ConfigError, match="unknown judge 'nope'; available: .*proxy"):
         run(tiny_overrides + ["answer.judges=[nope]"], ["answer", "judge"])
     with pytest.raises(ConfigError, match="unknown evidence_judge 'nope'; available: .*document"):

@@ -5,9 +5,9 @@ import shutil
 import pytest
 
 from conftest import ROOT
-from fanin.authtrace_format import AuthTraceFormat
-from fanin.evidence import DocumentEvidenceJudge, QuoteEvidenceJudge, overlap_spans
-from fanin.schema import Instance, Pack, RecordError, Unit
+from fanin.data.authtrace_format import AuthTraceFormat
+from fanin.judging.evidence import DocumentEvidenceJudge, QuoteEvidenceJudge, overlap_spans
+from fanin.core.schema import Instance, Pack, RecordError, Unit
 
 FIX = ROOT / "tests" / "fixtures" / "authtrace_tiny"
 QUOTE = "Fishermen walked across the ice to the island."
@@ -104,9 +104,9 @@ def test_fan_in_mismatch_is_reported_not_silently_fixed(tmp_path):
 def test_a_summary_units_segments_belong_to_the_documents_they_carry(tiny_overrides):
     """The pipeline gives the evidence judges the corpus: a summary unit (citing several documents) earns, segment by segment,
     only the documents whose wording it carries; without the corpus a judge keeps the unit's own document."""
-    from fanin.config import compose
-    from fanin.pipeline import load_dataset
-    from fanin.schema import Unit
+    from fanin.core.config import compose
+    from fanin.run.pipeline import load_dataset
+    from fanin.core.schema import Unit
     ds = load_dataset(compose(tiny_overrides))
     inst = next(i for i in ds.instances() if len(i.gold_docs) >= 2)
     corpus = ds.corpus(inst.domain)

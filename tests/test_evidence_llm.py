@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from fanin.evidence import DocumentEvidenceJudge, LLMEvidenceJudge, QuoteEvidenceJudge
-from fanin.llm import LLM
-from fanin.schema import Instance, Pack, Unit
+from fanin.judging.evidence import DocumentEvidenceJudge, LLMEvidenceJudge, QuoteEvidenceJudge
+from fanin.models.llm import LLM
+from fanin.core.schema import Instance, Pack, Unit
 from openai_standin import StandIn
 
 KEY = "the harbour froze in the winter of 1921"

@@ -7,10 +7,10 @@ import json
 import pandas as pd
 import pytest
 
-from fanin.components import load_dataset
-from fanin.config import ConfigError, compose
-from fanin.pipeline import run
-from fanin.schema import Pack, read_jsonl
+from fanin.run.components import load_dataset
+from fanin.core.config import ConfigError, compose
+from fanin.run.pipeline import run
+from fanin.core.schema import Pack, read_jsonl
 
 COLS = ["er", "ep", "hit", "pack_units", "pack_docs", "er_cited", "hit_cited"]
 
@@ -90,7 +90,7 @@ def test_a_changed_file_recomputes_and_a_missing_question_is_a_failure(tiny_over
     path = tmp_path / "p.jsonl"
     rows = [{"question_id": i.id, "units": [{"doc_ids": [page]}]} for i in ds.instances()[:2]]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    from fanin.pipeline import StageFailed
+    from fanin.run.pipeline import StageFailed
     with pytest.raises(StageFailed, match="2 of 4 questions failed"):   # a question the file lacks fails the run, never scores 0
         _from_file(tiny_overrides, path, "mine")
     fails = [json.loads(l) for f in (tmp_path / "outputs" / "test").glob("*mine*/failures.jsonl") for l in f.read_text().splitlines()]
@@ -102,8 +102,8 @@ def test_a_changed_file_recomputes_and_a_missing_question_is_a_failure(tiny_over
 
 
 def test_a_deeper_ranking_locates_a_miss_where_the_lab_system_does(real_data_root, tmp_path):
-    from fanin.diagnosis import attribute
-    from fanin.pipeline import stage_index
+    from fanin.results.diagnosis import attribute
+    from fanin.run.pipeline import stage_index
     over = [f"dataset.root={real_data_root}", "dataset.domains=[culture]", f"paths.outputs={tmp_path / 'outputs'}",
             "progress=false", "experiment_name=test"]
     ds = load_dataset(compose(over))
@@ -129,7 +129,7 @@ def test_a_deeper_ranking_locates_a_miss_where_the_lab_system_does(real_data_roo
 
 
 def test_answers_from_a_file_are_judged_beside_the_files_packs_and_start_no_model(tiny_overrides, tmp_path, monkeypatch):
-    from fanin import llm as llm_mod
+    from fanin.models import llm as llm_mod
     ds = load_dataset(compose(tiny_overrides))
     packs = tmp_path / "packs.jsonl"
     packs.write_text("".join(json.dumps({"question_id": i.id, "units": [{"doc_ids": list(i.gold_docs) or [ds.corpus("nature").ids[0]]}]}) + "\n"

@@ -53,7 +53,7 @@ def test_with_a_local_mirror_it_fetches_verifies_and_runs(tmp_path):
 def test_a_mirror_that_differs_from_the_pinned_release_is_refused(tmp_path):
     need_real_data(SHARED / "hipporag_samples", "a mirror of the data (HippoRAG's samples)")
     import shutil
-    from fanin.release import ReleaseError, fetch
+    from fanin.data.release import ReleaseError, fetch
     mirror = tmp_path / "mirror" / "hipporag_samples"
     shutil.copytree(SHARED / "hipporag_samples", mirror)
     with open(mirror / "hotpotqa_train.json", "ab") as f: f.write(b" ")

@@ -4,14 +4,14 @@ bootstrap interval."""
 import numpy as np
 import pytest
 
-from fanin.fusion import FUSION_GRID, fusion_candidates, fusion_study, split_rows
+from fanin.results.fusion import FUSION_GRID, fusion_candidates, fusion_study, split_rows
 
 from conftest import FIXTURE
 
 
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_fusion_study_on_the_fixture(tmp_path):
-    from fanin.config import resolve_path
+    from fanin.core.config import resolve_path
     ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path}", "progress=false", "experiment_name=test",
           f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1"]
     rows = fusion_candidates(ov, depth=30, log=lambda *_: None)   # check=True: fast ER == evidence_metrics on every question

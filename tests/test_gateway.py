@@ -1,4 +1,4 @@
-"""The peers' gateway (fanin.gateway) driven by the official `openai` client, as a peer package would drive it: chat and
+"""The peers' gateway (fanin.systems.gateway) driven by the official `openai` client, as a peer package would drive it: chat and
 embeddings through the lab's caches, replays that never reach the model server, the per-session token, the real key never
 returned, streaming, upstream failures as 5xx errors with their reason, and ledger counts per stage. The model server is the
 loopback stand-in (tests/openai_standin.py); the embedder is the lab's OnnxMiniLM."""
@@ -12,10 +12,10 @@ import numpy as np
 import openai
 import pytest
 
-from fanin.config import compose, resolve_path
-from fanin.gateway import Gateway, gateway_from_config
-from fanin.llm import LLM, LLMError
-from fanin.local_models import free_port
+from fanin.core.config import compose, resolve_path
+from fanin.systems.gateway import Gateway, gateway_from_config
+from fanin.models.llm import LLM, LLMError
+from fanin.models.local_models import free_port
 from openai_standin import StandIn
 
 Q = [{"role": "user", "content": "What is the capital of France?"}]
@@ -24,7 +24,7 @@ SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required
 
 @pytest.fixture(scope="module")
 def embedder():
-    from fanin.embeddings import OnnxMiniLM
+    from fanin.models.embeddings import OnnxMiniLM
     return OnnxMiniLM(threads=1)
 
 
@@ -283,7 +283,7 @@ def test_an_empty_reply_reaches_the_peer_and_replays_without_a_model_call(tmp_pa
     """The model saying nothing (content "", finish_reason stop) is its real output: the peer gets it as a 200 (a 5xx would stop
     a peer that does not retry, and greedy decoding gives the same empty reply on every retry); the lab's own callers still see
     a failure, and the reply is replayed to peers from the one cache, so a rebuild calls no model."""
-    from fanin.llm import EmptyReply
+    from fanin.models.llm import EmptyReply
     with served(tmp_path, standin={"reply": lambda body: ""}) as (s, llm, gw):
         peer = openai.OpenAI(base_url=gw.url_for("index", system="peerE"), api_key=gw.token, max_retries=0)
         r = peer.chat.completions.create(model="x", messages=Q, temperature=0)

@@ -1,4 +1,4 @@
-"""GraphRAG-Bench's released layout (fanin.graphrag_bench) on the hand-made fixture: bad input stops before any work with file,
+"""GraphRAG-Bench's released layout (fanin.data.graphrag_bench) on the hand-made fixture: bad input stops before any work with file,
 line, field and value; and the lab runs end to end on it — retrieval over the textbooks, a reader with a rationale (stand-in),
 and the GraphRAG-Bench judge scoring MC/TF/MS by rule and FB/OE and the rationale through the judge LLM (stand-in)."""
 import json
@@ -7,10 +7,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from fanin.cli import main
-from fanin.config import ConfigError
-from fanin.graphrag_bench import GraphRAGBench
-from fanin.schema import DataError
+from fanin.doors.cli import main
+from fanin.core.config import ConfigError
+from fanin.data.graphrag_bench import GraphRAGBench
+from fanin.core.schema import DataError
 
 from conftest import ROOT
 from openai_standin import StandIn
@@ -68,8 +68,8 @@ def test_the_lab_runs_on_it_end_to_end(tmp_path):
     assert acc["gb-MC-0001"] == 100 and acc["gb-MC-0002"] == 0          # B is right for the aquifer, wrong for Ohm's law
     assert acc["gb-MS-0001"] == 100 and acc["gb-TF-0001"] == 100 and acc["gb-TF-0002"] == 0
     assert all(r["scores"]["r"] == 100 and "ar" in r["scores"] for r in rows)   # the rationale graded by the judge LLM
-    from fanin.experiments import run_table
-    from fanin.lab_report import read_table
+    from fanin.results.experiments import run_table
+    from fanin.results.lab_report import read_table
     t = read_table(run_table("graphrag_bench_scores", ov)[""]).set_index("qtype")   # the registered table (driver + config only)
     assert set(t.index) == {"FB", "MC", "MS", "TF", "OE"} and t.loc["MC", "accuracy"] == 50 and t.loc["TF", "accuracy"] == 50
     assert (t.r == 100).all() and (t.system == "bm25").all()

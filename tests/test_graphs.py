@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fanin.graphs import CoMentionGraph, EntityGraphSystem, between_vertices, claim_evidence, graal_overall, graal_table1, path2_sentences
-from fanin.nlp import normalize_entity, parse_corpus
-from fanin.ppr import PPRSystem, personalized_pagerank, transition_matrix
-from fanin.schema import Corpus, Document, Instance
+from fanin.systems.graphs import CoMentionGraph, EntityGraphSystem, between_vertices, claim_evidence, graal_overall, graal_table1, path2_sentences
+from fanin.models.nlp import normalize_entity, parse_corpus
+from fanin.systems.ppr import PPRSystem, personalized_pagerank, transition_matrix
+from fanin.core.schema import Corpus, Document, Instance
 
 TOY = Corpus("toy", [
     Document(id="lennon", title="John Lennon", text="John Lennon was born in Liverpool. Lennon wrote songs with Paul McCartney."),
@@ -114,7 +114,7 @@ def test_ppr_ranks_the_bridge_passage_above_a_distractor():
 
 
 def test_graph_systems_run_through_the_pipeline(tiny_overrides):
-    from fanin.pipeline import run
+    from fanin.run.pipeline import run
     for name in ("graal", "ppr"):
         (folder,) = run(tiny_overrides + [f"system={name}", "system.n_process=1"])
         man = json.loads((folder / "manifest.json").read_text())
@@ -124,8 +124,8 @@ def test_graph_systems_run_through_the_pipeline(tiny_overrides):
 
 def test_interrupted_llm_index_build_resumes_from_the_cache(tmp_path):
     """ppr in llm mode: the build is killed after two OpenIE calls; the rebuild replays those two from the cache and calls only for the rest."""
-    from fanin.llm import LLM
-    from fanin.local_models import EmbeddedServer
+    from fanin.models.llm import LLM
+    from fanin.models.local_models import EmbeddedServer
     corpus = Corpus("toy", [Document(id=f"d{i}", text=t) for i, t in enumerate([
         "John Lennon was born in Liverpool.", "Liverpool is a city in England.", "Paris is the capital of France.",
         "Berlin is the capital of Germany.", "Paul McCartney wrote songs with John Lennon."])])

@@ -10,9 +10,9 @@ import pytest
 
 from conftest import need_real_data
 
-from fanin.config import ConfigError
-from fanin.hipporag_format import HippoRAGFormat
-from fanin.schema import DataError, dataset_gaps
+from fanin.core.config import ConfigError
+from fanin.data.hipporag_format import HippoRAGFormat
+from fanin.core.schema import DataError, dataset_gaps
 
 ROOT = Path(__file__).resolve().parents[1]
 FX = ROOT / "tests" / "fixtures" / "hipporag_tiny"
@@ -88,7 +88,7 @@ def test_the_real_samples_load_as_their_provenance_says():
 
 
 def test_passage_recall_through_the_pipeline(tmp_path):
-    from fanin.pipeline import run
+    from fanin.run.pipeline import run
     (folder,) = run([f"dataset=hipporag", f"dataset.root={FX}", "system=bm25", f"paths.outputs={tmp_path}", "progress=false",
                      "experiment_name=t", "k=5"])
     m = pd.read_csv(folder / "metrics.csv")
@@ -102,8 +102,8 @@ def test_a_recall_row_is_comparable_only_on_the_papers_evaluation_files(tmp_path
     """The HippoRAG comparison marks a row comparable only when the lab's table names the released evaluation files' git blob ids
     (its data snapshot); the training samples' table is not comparable and says why."""
     import yaml
-    from fanin.papers import load_reported
-    from fanin.paper_comparisons import compare
+    from fanin.results.papers import load_reported
+    from fanin.results.paper_comparisons import compare
     spec = yaml.safe_load((ROOT / "configs" / "reproduction" / "hipporag_table2_recall.yaml").read_text())
     rows = "domain,system,fan_in_bin,questions,er,ep,hit,recall@2,recall@5\nmusique,bm25,all,1000,0.5,0.2,0.1,0.33,0.42\n"
     rep = load_reported("hipporag")
@@ -137,7 +137,7 @@ def test_a_corpus_title_written_twice_with_different_text_stops_naming_its_quest
 
 
 def test_a_corpus_title_written_twice_with_the_same_text_is_read_once_and_reported(tmp_path):
-    from fanin.schema import DataWarning
+    from fanin.core.schema import DataWarning
     d = _copy(tmp_path)
     c = d / "tinyhotpot_corpus.json"
     c.write_text(c.read_text().rstrip()[:-1].rstrip() + ',\n "Ada Tallin": ["Ada Tallin was a merchant of furs and amber."]\n}\n')
@@ -157,7 +157,7 @@ def test_a_field_written_twice_in_a_question_stops(tmp_path):
 
 def test_an_exact_duplicate_gold_passage_is_read_once_naming_its_questions(tmp_path):
     "A gold passage written twice would be two documents, only one of them gold: a system retrieving the other would score a miss."
-    from fanin.schema import DataWarning
+    from fanin.core.schema import DataWarning
     d = _copy(tmp_path)
     c = d / "tinymusique_corpus.json"
     ps = json.loads(c.read_text())
@@ -197,8 +197,8 @@ def test_the_kept_recall_record_is_what_the_lab_measures_today(tmp_path):
     `bm25_words` (every word, the papers' tokenization) are run again on the real samples and their passage Recall@2 / @5 and ER
     must equal the record's, so a changed scorer, tokenizer or sample fails here instead of leaving an old figure standing."""
     import json
-    from fanin.experiments import passage_recall_table
-    from fanin.pipeline import run
+    from fanin.results.experiments import passage_recall_table
+    from fanin.run.pipeline import run
     need_real_data(SAMPLES, "the HippoRAG-format samples")
     rec = json.loads((ROOT / "data" / "measured" / "hipporag_recall.json").read_text())
     ov = ["experiment=hipporag", f"dataset.root={SAMPLES}", f"paths.outputs={tmp_path}", "progress=false", "systems=[bm25,bm25_words]"]
@@ -216,8 +216,8 @@ def test_the_kept_recall_record_is_what_the_lab_measures_today(tmp_path):
 
 def test_the_recall_table_leaves_out_a_system_that_does_not_rank(tmp_path):
     "long_context's pack is a slice in name order: Recall@k would measure that order, so the table names it and leaves it out."
-    from fanin.experiments import passage_recall_table
-    from fanin.pipeline import run
+    from fanin.results.experiments import passage_recall_table
+    from fanin.run.pipeline import run
     ov = ["experiment=hipporag", f"dataset.root={FX}", f"paths.outputs={tmp_path}", "progress=false", "systems=[bm25,long_context]"]
     run(ov)
     t = passage_recall_table(ov)
@@ -229,9 +229,9 @@ def test_fanin_data_fetches_the_samples_from_a_mirror_and_they_run(tmp_path, mon
     (the real files beside the checkout); offline without a mirror it stops in one line; the fetched files load and run."""
     import shutil
     from conftest import need_real_data
-    from fanin.cli import main
-    from fanin.config import repo_root
-    from fanin.pipeline import run
+    from fanin.doors.cli import main
+    from fanin.core.config import repo_root
+    from fanin.run.pipeline import run
     src = repo_root().parent / "shared" / "data" / "hipporag_samples"
     need_real_data(src / "musique_train.json", "HippoRAG's samples")
     shutil.copytree(src, tmp_path / "mirror" / "hipporag_samples")

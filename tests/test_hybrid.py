@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fanin.hybrid import rrf
-from fanin.pipeline import run
+from fanin.systems.hybrid import rrf
+from fanin.run.pipeline import run
 
 from conftest import FIXTURE
 
@@ -18,11 +18,11 @@ def packs(folder):
 
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_hybrid_fuses_bm25_and_dense_and_shares_their_embeddings(tmp_path):
-    from fanin.config import resolve_path
+    from fanin.core.config import resolve_path
     ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path}", "progress=false",
           "experiment_name=test", f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1"]
     (h,) = run(ov + ["system=hybrid"])
-    from fanin.config import compose
+    from fanin.core.config import compose
     hc = compose(ov + ["system=hybrid"]).system
     w, rk = list(hc.weights), hc.rrf_k
     rows = packs(h)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import fanin.pipeline as pipeline
-from fanin.cli import main
-from fanin.fingerprints import StaleOutputs, code_fingerprint, read_stamps
-from fanin.pipeline import run
-from fanin.components import index_store
-from fanin.schema import Pack, read_jsonl
+import fanin.run.pipeline as pipeline
+from fanin.doors.cli import main
+from fanin.core.fingerprints import StaleOutputs, code_fingerprint, read_stamps
+from fanin.run.pipeline import run
+from fanin.run.components import index_store
+from fanin.core.schema import Pack, read_jsonl
 
 from conftest import SHARED_MODELS
 
@@ -59,7 +59,7 @@ def test_a_data_change_recomputes_and_equals_a_fresh_run(data, tmp_path, capsys)
 def test_a_page_change_rebuilds_the_index(data, tmp_path):
     over = _over(tmp_path, data)
     run(over)
-    from fanin.config import compose
+    from fanin.core.config import compose
     store = index_store(compose(over), "nature")
     old = json.loads((store / "inputs.json").read_text())["index"]["corpus"]
     page = next((data / "corpus" / "nature").rglob("Season summary 2012.txt"))
@@ -93,7 +93,7 @@ def test_refuse_keeps_the_old_outputs_and_names_what_changed(data, tmp_path, cap
 def test_an_answer_only_rerun_after_a_data_change_asks_for_retrieval(data, tmp_path):
     run(_over(tmp_path, data))
     _repoint_first_question(data)
-    from fanin.config import ConfigError
+    from fanin.core.config import ConfigError
     with pytest.raises(ConfigError, match="run the retrieve stage"):
         run(_over(tmp_path, data, "answer.judges=[proxy]"), stages=["judge"])
 
@@ -104,14 +104,14 @@ def test_the_code_fingerprint_sees_every_package_file(tmp_path, monkeypatch):
     shutil.copytree(Path(fanin.__file__).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(fanin, "__file__", str(pkg / "__init__.py"))
     a = code_fingerprint.__wrapped__()
-    (pkg / "systems.py").write_text((pkg / "systems.py").read_text() + "\n# a change\n")
+    (pkg / "systems" / "flat.py").write_text((pkg / "systems" / "flat.py").read_text() + "\n# a change\n")
     assert code_fingerprint.__wrapped__() != a
 
 
 # --- failures heal -------------------------------------------------------------------------------------------------------
 
 def _flaky(monkeypatch, when):
-    from fanin import systems
+    from fanin.systems import flat as systems
     real = systems.BM25System.retrieve
     def retrieve(self, query, k, instance=None):
         if when(query): raise ConnectionError("transient: index server unreachable")
@@ -120,7 +120,7 @@ def _flaky(monkeypatch, when):
 
 
 def test_a_rerun_retries_only_the_failed_questions(data, tmp_path, monkeypatch):
-    from fanin.pipeline import StageFailed
+    from fanin.run.pipeline import StageFailed
     _flaky(monkeypatch, lambda q: "Saola" in q)
     with pytest.raises(StageFailed, match="1 of 4 questions failed.*rerun to retry"): run(_over(tmp_path, data))
     (f,) = [p for p in (tmp_path / "outputs" / "t").iterdir() if p.is_dir()]
@@ -136,7 +136,7 @@ def test_a_rerun_retries_only_the_failed_questions(data, tmp_path, monkeypatch):
 
 
 def test_a_stage_where_everything_failed_exits_non_zero_and_the_folder_stays_usable(data, tmp_path, monkeypatch):
-    from fanin.pipeline import StageFailed
+    from fanin.run.pipeline import StageFailed
     _flaky(monkeypatch, lambda q: True)
     with pytest.raises(StageFailed, match="4 of 4 questions failed"): run(_over(tmp_path, data))
     (f,) = [p for p in (tmp_path / "outputs" / "t").iterdir() if p.is_dir()]
@@ -152,8 +152,8 @@ def test_a_stage_where_everything_failed_exits_non_zero_and_the_folder_stays_usa
 
 _RUN = """
 import sys, time
-from fanin import systems
-from fanin.pipeline import run
+from fanin.systems import flat as systems
+from fanin.run.pipeline import run
 real = systems.BM25System._build
 def slow(self, corpus, folder):          # a slow index build, so the two processes overlap
     time.sleep(float(sys.argv[1])); return real(self, corpus, folder)
@@ -175,21 +175,21 @@ def test_two_runs_of_the_same_folder_take_turns_and_build_once(data, tmp_path):
     assert ("in progress in PID" in oa) != ("in progress in PID" in ob), (oa, ob)
     (f,) = [p for p in (tmp_path / "outputs" / "t").iterdir() if p.is_dir()]
     assert len(read_jsonl(f / "packs.jsonl.gz", Pack)) == 4
-    from fanin.config import compose
+    from fanin.core.config import compose
     meta = json.loads((index_store(compose(over), "nature") / "index.json").read_text())
     assert meta["index_seconds"] >= 3                        # built once (by the first); the second loaded it
 
 
 def test_a_second_run_told_not_to_wait_stops_at_once_naming_the_holder(data, tmp_path):
-    from fanin.config import compose
-    from fanin.locks import Busy, exclusive
-    from fanin.components import load_dataset, run_dir
+    from fanin.core.config import compose
+    from fanin.core.locks import Busy, exclusive
+    from fanin.run.components import load_dataset, run_dir
     over = _over(tmp_path, data, "integrity.wait_for_lock=false")
     cfg = compose(over)
     folder = run_dir(cfg, load_dataset(cfg)); folder.mkdir(parents=True)
     with exclusive(folder, "a test holder"):
         import subprocess, sys
-        r = subprocess.run([sys.executable, "-m", "fanin.cli", "run", *over], capture_output=True, text=True, timeout=120)
+        r = subprocess.run([sys.executable, "-m", "fanin.doors.cli", "run", *over], capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and f"in progress in PID" in r.stderr
 
 
@@ -200,7 +200,7 @@ import signal, sys
 # Ctrl-C as a terminal delivers it, also when the test runner was started as a background job (which starts with SIGINT ignored,
 # and Python then leaves it ignored in its children)
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from fanin.embeddings import EmbeddingCache, OnnxMiniLM, embed_with_cache
+from fanin.models.embeddings import EmbeddingCache, OnnxMiniLM, embed_with_cache
 texts = [f"window {i}: the typhoon season of 2012 brought {i} mm of rain to the coast and damage to {i % 97} towns" for i in range(200000)]
 print("start", flush=True)
 embed_with_cache(OnnxMiniLM(), texts, EmbeddingCache(sys.argv[1]))
@@ -209,7 +209,7 @@ embed_with_cache(OnnxMiniLM(), texts, EmbeddingCache(sys.argv[1]))
 
 def test_ctrl_c_while_embedding_stops_in_seconds_and_keeps_the_finished_batches(tmp_path):
     import signal, subprocess, sys, time
-    from fanin.embeddings import EmbeddingCache, OnnxMiniLM
+    from fanin.models.embeddings import EmbeddingCache, OnnxMiniLM
     cache, name = tmp_path / "emb.sqlite", OnnxMiniLM(threads=1).name
     p = subprocess.Popen([sys.executable, "-c", _EMBED, str(cache)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "start"
@@ -226,7 +226,7 @@ def test_ctrl_c_while_embedding_stops_in_seconds_and_keeps_the_finished_batches(
 
 
 _SERVE = """
-from fanin.config import compose, instantiate
+from fanin.core.config import compose, instantiate
 cfg = compose(["llm.server.requantize=null"])
 s = instantiate(cfg.llm.server).start()
 import json, threading, time, urllib.request
@@ -264,14 +264,14 @@ def test_the_embedded_server_dies_with_the_process_that_started_it(tmp_path):
 
 @pytest.mark.parametrize("bad", ["k=abc", "k=1.5", "k=0", "k=-3", "fan_in_bins=[]"])
 def test_a_bad_parameter_stops_before_any_work(data, tmp_path, bad):
-    from fanin.config import ConfigError
+    from fanin.core.config import ConfigError
     with pytest.raises(ConfigError, match=bad.split("=")[0]): run(_over(tmp_path, data, bad))
     assert not (tmp_path / "outputs").exists()              # no folder, no index, no half-written run
 
 
 def test_bad_data_stops_before_any_model_starts(data, tmp_path, monkeypatch):
-    from fanin.config import ConfigError
-    from fanin import llm as llm_mod
+    from fanin.core.config import ConfigError
+    from fanin.models import llm as llm_mod
     started = []
     monkeypatch.setattr(llm_mod.LLM, "__enter__", lambda self: started.append(1) or self)
     q = data / "QA" / "nature" / "questions.jsonl"
@@ -283,11 +283,11 @@ def test_bad_data_stops_before_any_model_starts(data, tmp_path, monkeypatch):
 
 def test_a_build_that_fails_is_recorded_the_others_run_and_the_next_run_heals_it(data, tmp_path, monkeypatch):
     "A system whose index cannot be built: recorded in its run folder, the other systems still run, the tables show it as failed."
-    from fanin import systems
-    from fanin.config import ConfigError
-    from fanin.experiments import cost_table, finished_runs
-    from fanin.build_failures import index_failures
-    from fanin.pipeline import StageFailed
+    from fanin.systems import flat as systems
+    from fanin.core.config import ConfigError
+    from fanin.results.experiments import cost_table, finished_runs
+    from fanin.run.build_failures import index_failures
+    from fanin.run.pipeline import StageFailed
     def broken(self, corpus, folder): raise RuntimeError("no entities detected during extraction")
     monkeypatch.setattr(systems.BM25System, "_build", broken)
     over = _over(tmp_path, data, "systems=[bm25,dense]")
@@ -312,17 +312,17 @@ def test_a_build_that_fails_is_recorded_the_others_run_and_the_next_run_heals_it
 
 def test_keys_hold_content_not_locations():
     "Moving outputs/ (or pointing paths.outputs elsewhere) keeps every system's key: model files count by content, not folder."
-    from fanin.config import compose, system_hash
+    from fanin.core.config import compose, system_hash
     for system in ("dense", "hybrid", "graal"):
         a, b = (compose([f"system={system}", f"paths.outputs=/tmp/{x}"]) for x in ("here", "elsewhere"))
         assert system_hash(a) == system_hash(b), system
 
 
 # --- unfinished artifacts ----------------------------------------------------------------------------------------------
-# Every artifact of a run counts as finished only with its completion record (fanin.files): a file cut at a line end parses,
+# Every artifact of a run counts as finished only with its completion record (fanin.core.files): a file cut at a line end parses,
 # so only the record can tell it from a whole one. Each test fails on the code before completion records existed.
 import errno, os
-from fanin.files import finished
+from fanin.core.files import finished
 
 
 def _whole_rerun(tmp_path, data, capsys, f):

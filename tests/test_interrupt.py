@@ -27,7 +27,7 @@ def test_ctrl_c_stops_within_seconds_while_calls_hang(tiny_overrides):
         ov = tiny_overrides + ["system=bm25", "answer.per_domain_type=null", "answer.check_judges=false", "answer.judges=[keyfact]",
                                "reader_llm=vllm", f"reader_llm.base_url={s.base_url}", f"reader_llm.model={s.model}",
                                "reader_llm.concurrency=2", "reader_llm.timeout_s=300"]
-        cmd = [sys.executable, "-m", "fanin.cli", "run", "--stages", "index,retrieve,evaluate,answer", *ov]
+        cmd = [sys.executable, "-m", "fanin.doors.cli", "run", "--stages", "index,retrieve,evaluate,answer", *ov]
         # as a terminal starts it: SIGINT at its default (a shell running this suite in the background may have set it to ignored,
         # and a child inherits that)
         p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -49,6 +49,6 @@ def test_ctrl_c_stops_within_seconds_while_calls_hang(tiny_overrides):
     # the rerun goes on from there and finishes
     with StandIn(model="served-7b", max_model_len=4096, reply=lambda b: "Tower 1 was completed in 1911.") as s2:
         ov2 = [o.replace(s.base_url, s2.base_url) for o in ov]
-        r = subprocess.run([sys.executable, "-m", "fanin.cli", "run", "--stages", "index,retrieve,evaluate,answer", *ov2],
+        r = subprocess.run([sys.executable, "-m", "fanin.doors.cli", "run", "--stages", "index,retrieve,evaluate,answer", *ov2],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -2,7 +2,7 @@
 empty, repeated-question and refusal answers, and the interface other checks rely on holds (last line, --out rows)."""
 import json
 
-from fanin.cli import main
+from fanin.doors.cli import main
 
 
 def test_judge_check_proxies_on_the_shipped_cases(capsys, tmp_path):
@@ -23,8 +23,8 @@ def test_a_judge_is_checked_on_cases_of_the_types_it_grades(tmp_path):
     """GraphRAG-Bench's judge grades FB / OE answers with its LLM: it declares its own labelled set (32 cases in those types), so
     its agreement is measured on answers it can judge, not reported as 0 on WildGraphBench's types; a card says when cases
     went unjudged."""
-    from fanin.judges import GraphRAGBenchJudge, Judge, agreement_label, load_cases
-    from fanin.config import resolve_path
+    from fanin.judging.judges import GraphRAGBenchJudge, Judge, agreement_label, load_cases
+    from fanin.core.config import resolve_path
     assert Judge.cases is None and GraphRAGBenchJudge.cases.endswith("graphrag_bench_cases.jsonl")
     rows = load_cases(resolve_path(GraphRAGBenchJudge.cases))
     assert len(rows) == 32 and {r["qtype"] for r in rows} == {"FB", "OE"} and sum(r["label"] for r in rows) == 12

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import need_real_data
 
-from fanin.judges import load_cases
+from fanin.judging.judges import load_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 META = ROOT / "data" / "judge_meta"
@@ -94,7 +94,7 @@ def test_the_sets_share_no_id_no_question_and_no_placeholder(sets):
 
 
 def test_questions_references_and_statements_are_quoted_from_wildgraphbench(sets):
-    from fanin.wildgraphbench import default_root
+    from fanin.data.wildgraphbench import default_root
     qa = default_root() / "QA"
     if not qa.is_dir():
         need_real_data(qa, "the WildGraphBench QA files")

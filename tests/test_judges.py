@@ -4,9 +4,9 @@ import math
 import pandas as pd
 import pytest
 
-from fanin.judges import (ProxyJudge, ac_normalise, answer_table, containment, exact_match, gb_ar, gb_choice_accuracy,
+from fanin.judging.judges import (ProxyJudge, ac_normalise, answer_table, containment, exact_match, gb_ar, gb_choice_accuracy,
                           gb_multi_select_accuracy, pooled_accuracy, statement_prf, summary_aggregate, token_f1)
-from fanin.schema import Answer, Instance
+from fanin.core.schema import Answer, Instance
 
 
 def test_ac_normalise():

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fanin.cli import main
-from fanin.judges import (DEFAULT_CASES, GraphRAGBenchJudge, Judge, KeyFactJudge, WildGraphBenchJudge, agreement_label,
+from fanin.doors.cli import main
+from fanin.judging.judges import (DEFAULT_CASES, GraphRAGBenchJudge, Judge, KeyFactJudge, WildGraphBenchJudge, agreement_label,
                           judge_agreement, judge_check, load_cases, meets_bar)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,8 +107,8 @@ def test_judge_prompts_are_neutral(path):
 def test_the_offline_judges_record_holds(name):
     """data/measured/judges.json (the README's judges table) is what the offline judges give today on every set they are checked
     on: a changed judge, rule or set fails here until `fanin judge-check judge=NAME --record data/measured` is rerun."""
-    from fanin.components import make_judge
-    from fanin.config import compose
+    from fanin.run.components import make_judge
+    from fanin.core.config import compose
     rec = json.loads((ROOT / "data" / "measured" / "judges.json").read_text())["judges"][name]
     judge = make_judge(compose([f"judge={name}"]).judge)
     assert rec["setting"] == json.loads(json.dumps(judge.setting(), default=str)), f"{name}'s setting changed since its record"

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from fanin.cli import main
-from fanin.experiments import run_table
-from fanin.lab_report import read_table
+from fanin.doors.cli import main
+from fanin.results.experiments import run_table
+from fanin.results.lab_report import read_table
 
 
 def test_lens_on_fixture_is_complete_and_byte_identical(tmp_path):

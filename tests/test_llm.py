@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from fanin.config import compose, instantiate
-from fanin.judges import WildGraphBenchJudge
-from fanin.llm import LLM, LLMError, parse_json_reply
-from fanin.local_models import EmbeddedServer
-from fanin.readers import Reader
-from fanin.schema import Answer, Instance, Pack, Unit, read_jsonl
+from fanin.core.config import compose, instantiate
+from fanin.judging.judges import WildGraphBenchJudge
+from fanin.models.llm import LLM, LLMError, parse_json_reply
+from fanin.models.local_models import EmbeddedServer
+from fanin.judging.readers import Reader
+from fanin.core.schema import Answer, Instance, Pack, Unit, read_jsonl
 
 Q = [{"role": "user", "content": "Name the capital of France in one word."}]
 
@@ -134,7 +134,7 @@ def test_malformed_judge_output_is_a_recorded_failure_never_zero(server, tmp_pat
 
 
 def test_answer_and_judge_stages_replay_with_zero_calls_and_keep_keys_out(tiny_overrides, monkeypatch, tmp_path):
-    from fanin.pipeline import run
+    from fanin.run.pipeline import run
     secret = "sk-fanin-test-0123456789abcdef"
     monkeypatch.setenv("FANIN_TEST_KEY", secret)
     ov = tiny_overrides + ["system=bm25", "answer.per_domain_type=1", "answer.judges=[proxy,wgb_llm]", "llm.api_key_env=FANIN_TEST_KEY",
@@ -162,7 +162,7 @@ def test_answer_and_judge_stages_replay_with_zero_calls_and_keep_keys_out(tiny_o
 
 
 def test_llm_evidence_judge_records_each_decision_and_replays(server, tmp_path):
-    from fanin.evidence import LLMEvidenceJudge
+    from fanin.judging.evidence import LLMEvidenceJudge
     llm = _llm(server, tmp_path, context_tokens=server.n_ctx)  # the judge sizes its pack pieces by the context window
     judge = LLMEvidenceJudge(max_tokens=48)
     j = judge.judge(_pack(1), _inst(1), llm)

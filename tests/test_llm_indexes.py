@@ -1,11 +1,11 @@
 """LLM-built indexes (RAPTOR, community reports, memory entries) on a fixture corpus with the real embedded server."""
 import pytest
 
-from fanin.config import compose, instantiate
-from fanin.llm import LLM
-from fanin.local_models import EmbeddedServer
-from fanin.metrics import evidence_metrics
-from fanin.schema import Corpus, Document, Instance, Pack
+from fanin.core.config import compose, instantiate
+from fanin.models.llm import LLM
+from fanin.models.local_models import EmbeddedServer
+from fanin.judging.metrics import evidence_metrics
+from fanin.core.schema import Corpus, Document, Instance, Pack
 
 from conftest import SHARED_MODELS
 
@@ -55,7 +55,7 @@ def test_raptor_builds_a_tree_whose_summaries_list_their_documents(llm, tmp_path
 
 
 def test_summary_units_are_credited_with_the_documents_they_carry():
-    from fanin.schema import Unit
+    from fanin.core.schema import Unit
     inst = Instance(id="q", dataset="toy", query="q", qtype="multi-fact", gold_docs=["lennon", "paris"], fan_in=2)
     text = "Paul McCartney and John Lennon wrote songs together in Liverpool. The Louvre in Paris holds the Mona Lisa."
     pack = Pack(instance_id="q", system="raptor", units=[Unit(doc_id="lennon", text=text, score=1, rank=1,
@@ -159,7 +159,7 @@ def test_raptor_clusters_survive_collapsed_points():
     import numpy as np
     from sklearn.decomposition import PCA
     from sklearn.mixture import GaussianMixture
-    from fanin.llm_indexes import soft_clusters
+    from fanin.systems.llm_indexes import soft_clusters
     rng = np.random.default_rng(0)
     plane = 1e6 * (rng.normal(size=(30, 2)) @ rng.normal(size=(2, 10)))
     Z = PCA(n_components=10, random_state=0).fit_transform(plane)

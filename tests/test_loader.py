@@ -3,8 +3,8 @@ import collections
 
 import pytest
 
-from fanin.schema import STATS_COLUMNS, stats_table
-from fanin.wildgraphbench import WildGraphBench, page_file_name
+from fanin.core.schema import STATS_COLUMNS, stats_table
+from fanin.data.wildgraphbench import WildGraphBench, page_file_name
 from conftest import FIXTURE
 
 
@@ -84,7 +84,7 @@ def test_fixture_resolution_and_unresolved_is_reported():
 def test_cli_stats_on_real_data(real_data_root):
     import subprocess, sys, io
     import pandas as pd
-    r = subprocess.run([sys.executable, "-m", "fanin.cli", "stats", "dataset=wildgraphbench"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "fanin.doors.cli", "stats", "dataset=wildgraphbench"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     df = pd.read_csv(io.StringIO(r.stdout))
     assert list(df.columns) == STATS_COLUMNS and len(df) == 13 * 4

@@ -30,11 +30,11 @@ def test_measured_notebook_runs():
 
 
 def test_the_structured_record_is_the_diagnosed_run_under_the_labs_credit_rule():
-    """data/measured/structured_mathematics.json (`fanin.lab_report.table_record` of the structured run's overall table) and the
+    """data/measured/structured_mathematics.json (`fanin.results.lab_report.table_record` of the structured run's overall table) and the
     structured experiment of diagnosis.json are two records of one run: each system's ER agrees, and the record's setting names
     the credit rule the lab uses, so a record measured under another rule (or a re-measure of one record only) fails here."""
     import json
-    from fanin.lab_report import setting_line
+    from fanin.results.lab_report import setting_line
     rec = json.loads((ROOT / "data" / "measured" / "structured_mathematics.json").read_text())
     head = {r["system"]: r for r in json.loads((ROOT / "data" / "measured" / "diagnosis.json").read_text())["experiments"]["structured"]["headroom"]
             if r["fan_in_bin"] == "all"}

@@ -4,8 +4,8 @@ import math
 import pandas as pd
 import pytest
 
-from fanin.metrics import aggregate, carried_tokens, carries, evidence_metrics, fan_in_tables, unit_docs
-from fanin.schema import Corpus, Document, Instance, Pack, Unit
+from fanin.judging.metrics import aggregate, carried_tokens, carries, evidence_metrics, fan_in_tables, unit_docs
+from fanin.core.schema import Corpus, Document, Instance, Pack, Unit
 
 G2 = Instance(id="q", dataset="t", query="?", qtype="multi-fact", gold_docs=["a", "b"], fan_in=2)
 BINS = [{"name": "single", "lo": 1, "hi": 1}, {"name": "low", "lo": 2, "hi": 2}, {"name": "high", "lo": 3, "hi": None}]

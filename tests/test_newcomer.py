@@ -2,7 +2,7 @@
 another on the same domain writes each its own tables instead of overwriting the first."""
 import pytest
 
-from fanin.cli import main
+from fanin.doors.cli import main
 
 
 @pytest.mark.filterwarnings("ignore:WildGraphBench")

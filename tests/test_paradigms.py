@@ -4,7 +4,7 @@ not run. The paradigm table (the registered table `paradigms`, written under the
 (never zeros); the pack composition counts Mem0's units as passages."""
 import pytest
 
-from fanin.lab_report import read_table
+from fanin.results.lab_report import read_table
 
 from openai_standin import StandIn
 from test_peer_mem0 import mem0_reply
@@ -14,7 +14,7 @@ from test_peers import FIXTURE, built_env
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_the_peers_notebook_writes_paradigm_tables(tmp_path):
     import papermill as pm
-    from fanin.config import repo_root, resolve_path
+    from fanin.core.config import repo_root, resolve_path
     built_env("mem0")
     out = tmp_path / "out"
     with StandIn(model="standin-paradigms", reply=mem0_reply) as s:

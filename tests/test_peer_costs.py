@@ -11,16 +11,16 @@ import sys
 import pandas as pd
 import pytest
 
-from fanin.experiments import cost_table
-from fanin.peers import read_lock
+from fanin.results.experiments import cost_table
+from fanin.systems.peers import read_lock
 
 from openai_standin import StandIn
 from test_peers import FIXTURE, ROOT, built_env, nano_reply
 
 
 def _write_run(folder, system, index, packs, metrics=None):
-    "What a finished run leaves: each artifact with its completion record (fanin.files)."
-    from fanin.files import atomic_write
+    "What a finished run leaves: each artifact with its completion record (fanin.core.files)."
+    from fanin.core.files import atomic_write
     folder.mkdir(parents=True)
     atomic_write(folder / "manifest.json", json.dumps({"system": system, "index": index}))
     atomic_write(folder / "packs.jsonl.gz", gzip.compress("".join(json.dumps(p) + "\n" for p in packs).encode()))
@@ -49,7 +49,7 @@ def test_cost_table_keeps_the_lab_systems_and_takes_domains_from_metrics(tmp_pat
 
 
 def _overrides(s, tmp_path, peer="nano_graphrag"):
-    from fanin.config import resolve_path
+    from fanin.core.config import resolve_path
     return [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path / 'out'}", "progress=false",
             "experiment_name=test", f"system={peer}", "llm=vllm", f"llm.base_url={s.base_url}", f"llm.model={s.model}",
             f"paths.llm_cache={tmp_path / 'llm.sqlite'}", f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1"]
@@ -57,7 +57,7 @@ def _overrides(s, tmp_path, peer="nano_graphrag"):
 
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_a_peer_run_folder_reports_its_package_and_index_cost(tmp_path):
-    from fanin.cli import main
+    from fanin.doors.cli import main
     built_env("nano_graphrag")
     with StandIn(model="standin-costs", reply=nano_reply) as s:
         try: main(["run", "--stages", "index,retrieve,evaluate"] + _overrides(s, tmp_path))
@@ -79,8 +79,8 @@ def test_bench_peer_lines_and_an_unbuildable_environment(tmp_path, monkeypatch):
     """`bench_peers`: a peer whose environment cannot be built (a lock pinning a package no index has) gives one error line naming
     pip's reason, and the next peer still runs and gives a well-formed line. The real nano-graphrag environment and tiktoken files
     are reused through links; the failed environment is built under tmp_path."""
-    from fanin.bench import bench_peers
-    from fanin.peers import default_envs, tiktoken_cache
+    from fanin.doors.bench import bench_peers
+    from fanin.systems.peers import default_envs, tiktoken_cache
     env = built_env("nano_graphrag")
     tiktoken_cache(default_envs().parent / "tiktoken", env.python)   # the folder linked below exists also when this test runs alone
     root = tmp_path / "root"

@@ -1,4 +1,4 @@
-"""Mem0 (mem0ai 2.2.1) as a peer (fanin.peers, configs/peers/mem0/): end to end on the tiny fixture corpus against a loopback
+"""Mem0 (mem0ai 2.2.1) as a peer (fanin.systems.peers, configs/peers/mem0/): end to end on the tiny fixture corpus against a loopback
 OpenAI-compatible stand-in (canned replies Mem0's additive fact-extraction prompt parses), in both modes: raw (infer=False, the
 passages verbatim) and infer (the LLM rewrites passages into facts). Every unit maps to a corpus document; a reopened index (a
 fresh adapter process) returns the same evidence; a memory without a source document is counted, never dropped silently; and through
@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from fanin.peers import Endpoint, PeerError, PeerSystem, read_lock
-from fanin.wildgraphbench import WildGraphBench
+from fanin.systems.peers import Endpoint, PeerError, PeerSystem, read_lock
+from fanin.data.wildgraphbench import WildGraphBench
 
 from openai_standin import StandIn
 from test_peers import FIXTURE, built_env  # the shared helpers: the fixture corpus, a peer environment built once (skip if PyPI is unreachable)
@@ -167,8 +167,8 @@ def test_mem0_infer_end_to_end(mem0_env, tmp_path):
 def test_mem0_through_the_pipeline_replays_its_build_from_the_lab_cache(mode, mem0_env, tmp_path):
     """`fanin run system=mem0` with the run's LLM pointed at the stand-in: the peer's calls land in the lab's LLM cache and ledger;
     the same build in a fresh outputs folder sharing only the LLM cache makes no call to the model server at all."""
-    from fanin.cli import main
-    from fanin.config import resolve_path
+    from fanin.doors.cli import main
+    from fanin.core.config import resolve_path
 
     def run(outputs, extra=()):
         ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={outputs}", "progress=false",

@@ -1,4 +1,4 @@
-"""Microsoft GraphRAG (graphrag 3.3.0) as a peer (fanin.peers, configs/peers/ms_graphrag/): its standard index end to end on the
+"""Microsoft GraphRAG (graphrag 3.3.0) as a peer (fanin.systems.peers, configs/peers/ms_graphrag/): its standard index end to end on the
 tiny fixture corpus against a loopback OpenAI-compatible stand-in (canned replies GraphRAG's graph-extraction, gleaning and
 community-report prompts parse), queried in local and global mode for its context (not its answer: no answer call). Every unit
 maps to a corpus document; a reopened index (a fresh adapter process) returns the same evidence; a unit whose text units lost
@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from fanin.peers import Endpoint, PeerError, PeerSystem, read_lock
-from fanin.wildgraphbench import WildGraphBench
+from fanin.systems.peers import Endpoint, PeerError, PeerSystem, read_lock
+from fanin.data.wildgraphbench import WildGraphBench
 
 from openai_standin import StandIn
 from test_peers import FIXTURE, built_env  # the shared helpers: the fixture corpus, a peer environment built once (skip if PyPI is unreachable)
@@ -180,8 +180,8 @@ def test_ms_graphrag_fast_method_says_why_it_cannot_run_offline(graphrag_env, tm
 def test_ms_graphrag_through_the_pipeline_replays_its_build_from_the_lab_cache(graphrag_env, tmp_path):
     """`fanin run system=ms_graphrag` with the run's LLM pointed at the stand-in: the peer's calls land in the lab's LLM cache and
     ledger; the same build in a fresh outputs folder sharing only the LLM cache makes no call to the model server at all."""
-    from fanin.cli import main
-    from fanin.config import resolve_path
+    from fanin.doors.cli import main
+    from fanin.core.config import resolve_path
 
     def run(outputs, extra=()):
         ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={outputs}", "progress=false",

@@ -1,4 +1,4 @@
-"""The llama-index RAPTOR pack (llama-index-packs-raptor 0.4.2) as the lab system `raptor_li` (fanin.peers.PeerSystem): end to end
+"""The llama-index RAPTOR pack (llama-index-packs-raptor 0.4.2) as the lab system `raptor_li` (fanin.systems.peers.PeerSystem): end to end
 on the tiny fixture corpus against a loopback OpenAI-compatible stand-in (canned summaries), in both of its retrieval modes; every
 unit maps to corpus documents (leaf chunks to their document, summaries to every document they summarise), a reopened index (a
 fresh adapter process) returns the same evidence without a model call, and through the pipeline a second build replays from the
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fanin.peers import Endpoint, PeerSystem, read_lock
-from fanin.wildgraphbench import WildGraphBench
+from fanin.systems.peers import Endpoint, PeerSystem, read_lock
+from fanin.data.wildgraphbench import WildGraphBench
 
 from openai_standin import StandIn
 from test_peers import FIXTURE, built_env, names_in
@@ -117,8 +117,8 @@ def test_raptor_li_through_the_pipeline_replays_its_build_from_the_lab_cache(rap
     """`fanin run system=raptor_li` with the run's LLM pointed at the stand-in: the peer's summaries go through the lab's gateway
     (cache and ledger) and its embeddings come from the lab's embedder; the same build in a fresh outputs folder that shares only
     the LLM cache makes no call to the model server."""
-    from fanin.cli import main
-    from fanin.config import resolve_path
+    from fanin.doors.cli import main
+    from fanin.core.config import resolve_path
 
     def run(outputs, extra=()):
         ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={outputs}", "progress=false",
@@ -159,7 +159,7 @@ TOPICS = {"storm": "Typhoon Rain Flood Wind Coast Warning", "market": "Stock Mar
 
 
 def topic_corpus():
-    from fanin.schema import Corpus, Document
+    from fanin.core.schema import Corpus, Document
     docs = []
     for t, words in TOPICS.items():
         w = words.split()
@@ -202,7 +202,7 @@ def test_raptor_li_splits_a_long_page_without_nltk_data(raptor_env, tmp_path):
     """A page longer than a chunk goes through llama-index's sentence tokenizer, whose loader also wanted NLTK's stopword list
     (downloaded from GitHub, so missing offline): the first real domain failed with "Resource 'stopwords' not found". The
     adapter hands llama-index the same untrained punkt tokenizer, so a long page splits into several chunks offline."""
-    from fanin.schema import Corpus, Document
+    from fanin.core.schema import Corpus, Document
     sentences = " ".join(f"Sentence {i} says that Place{i % 7} lies near River{i % 5}." for i in range(600))
     c = Corpus("long", [Document(id="long/a", title="A long page", text=sentences),
                         Document(id="long/b", title="A short page", text="Place3 is small.")])

@@ -1,4 +1,4 @@
-"""Peers (fanin.peers): real packages in their own pinned environments, driven as JSONL subprocesses. An environment that cannot be
+"""Peers (fanin.systems.peers): real packages in their own pinned environments, driven as JSONL subprocesses. An environment that cannot be
 built is reported with pip's words and the peer's name; nano-graphrag runs end to end on the tiny fixture corpus against a loopback
 OpenAI-compatible stand-in (canned replies its extraction prompts parse), and every unit it returns maps to a corpus document;
 so does LightRAG, in all five of its modes, and a reopened index (a fresh adapter process) returns the same evidence."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fanin.pipeline import run
-from fanin.peers import ENV_MARKER, TIKTOKEN_FILES, Endpoint, PeerEnvError, PeerSystem, default_envs, peer_env, read_lock
-from fanin.wildgraphbench import WildGraphBench
+from fanin.run.pipeline import run
+from fanin.systems.peers import ENV_MARKER, TIKTOKEN_FILES, Endpoint, PeerEnvError, PeerSystem, default_envs, peer_env, read_lock
+from fanin.data.wildgraphbench import WildGraphBench
 
 from openai_standin import StandIn
 
@@ -271,8 +271,8 @@ def test_a_peer_through_the_pipeline_replays_its_build_from_the_lab_cache(peer, 
     """`fanin run system=<peer>` with the run's LLM pointed at the stand-in: PeerSystem starts the lab's gateway over that LLM
     (and the lab's embedder), so the peer's calls land in the lab's LLM cache and ledger. The same build in a fresh outputs folder
     that shares only the LLM cache makes no call to the model server at all."""
-    from fanin.cli import main
-    from fanin.config import resolve_path
+    from fanin.doors.cli import main
+    from fanin.core.config import resolve_path
 
     def run(outputs, extra=(), stages="index,retrieve", system=peer):
         ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={outputs}", "progress=false",
@@ -329,12 +329,12 @@ def test_a_peer_through_the_pipeline_replays_its_build_from_the_lab_cache(peer, 
 
 
 def test_the_peers_experiment_composes():
-    from fanin.config import check_params, compose
-    from fanin.pipeline import system_configs
+    from fanin.core.config import check_params, compose
+    from fanin.run.pipeline import system_configs
     cfgs = system_configs(["experiment=peers"])
     assert [c.system.name for c in cfgs] == ["bm25", "community", "raptor", "memory", "ppr", "mem0", "raptor_li", "nano_graphrag",
                                               "lightrag", "ms_graphrag", "mem0_infer", "hipporag"]
-    from fanin.paradigms import PARADIGMS
+    from fanin.results.paradigms import PARADIGMS
     paired = {s for lab, peers in PARADIGMS.values() for s in (lab, *peers)}
     assert paired <= {c.system.name for c in cfgs}, "every system a paradigm table pairs is in the experiment"
     for c in cfgs: check_params(c)
@@ -343,16 +343,16 @@ def test_the_peers_experiment_composes():
 def test_a_peer_is_its_folder_and_its_system_config():
     """A peer is configs/peers/<name>/ (adapter and lock) and configs/system/<name>.yaml: the peers benched, their modes and the
     paradigms they are paired in are derived from those files, and each system config's mode is one its adapter declares."""
-    from fanin.bench import BENCH_PEERS
-    from fanin.paradigms import declared_paradigms, system_declaration
-    from fanin.peers import PEER_MODES, adapter_modes, peer_names
+    from fanin.doors.bench import BENCH_PEERS
+    from fanin.results.paradigms import declared_paradigms, system_declaration
+    from fanin.systems.peers import PEER_MODES, adapter_modes, peer_names
     assert BENCH_PEERS == peer_names() == tuple(sorted(PEER_MODES)) and len(peer_names()) >= 6
     paired = {s for _, peers in declared_paradigms().values() for s in peers}
     for p in peer_names():
         assert read_lock(p).version and (ROOT / "configs" / "system" / f"{p}.yaml").exists(), p
     for f in sorted((ROOT / "configs" / "system").glob("*.yaml")):
         node = system_declaration(f.stem)
-        if node.get("_target_") != "fanin.peers.PeerSystem": continue
+        if node.get("_target_") != "fanin.systems.peers.PeerSystem": continue
         assert node["peer"] in peer_names(), f"{f.name}: no configs/peers/{node['peer']}/adapter.py"
         assert node["mode"] in adapter_modes(node["peer"]), f"{f.name}: mode {node['mode']!r} is not one its adapter declares"
         assert node["name"] in paired, f"{f.name}: declares no paradigm, so no paradigm table pairs it"
@@ -364,7 +364,7 @@ def test_a_peer_adapter_dies_with_the_lab_even_by_sigkill(tmp_path):
     adapter = tmp_path / "adapter.py"
     adapter.write_text("import json, time\nprint(json.dumps({'ok': True, 'op': 'hello'}), flush=True)\ntime.sleep(600)\n")
     parent = tmp_path / "parent.py"
-    parent.write_text("import sys, time\nfrom fanin.peers import PeerProcess\n"
+    parent.write_text("import sys, time\nfrom fanin.systems.peers import PeerProcess\n"
                       f"p = PeerProcess(sys.executable, {str(adapter)!r}, {{}}, {str(tmp_path / 'a.log')!r}, 60)\n"
                       "print(p.proc.pid, flush=True)\ntime.sleep(600)\n")
     lab = subprocess.Popen([sys.executable, str(parent)], stdout=subprocess.PIPE, text=True)
@@ -382,8 +382,8 @@ def test_a_peer_adapter_dies_with_the_lab_even_by_sigkill(tmp_path):
 def test_a_peer_index_is_stale_when_its_adapter_or_lock_changes(tmp_path):
     "The lock, the adapter, the shared protocol and passage cutter are in a peer's fingerprint: a change to any rebuilds its index instead of reusing it."
     import shutil
-    from fanin.fingerprints import model_fingerprint
-    from fanin.peers import peers_dir
+    from fanin.core.fingerprints import model_fingerprint
+    from fanin.systems.peers import peers_dir
     folder = tmp_path / "configs" / "peers" / "mem0"
     shutil.copytree(peers_dir() / "mem0", folder)
     for shared in ("passages.py", "protocol.py"):   # the passage cutter mem0 uses and the protocol every adapter speaks
@@ -404,7 +404,7 @@ def test_peer_environments_store_a_wheel_they_share_once():
     """Disk: a wheel that several environments install is stored once. LightRAG and Mem0 pin the same numpy, HippoRAG the lab's own
     CPU torch: after `share_files` (which every build runs; idempotent) their files are one inode, and the lab's still import."""
     import subprocess, sys, sysconfig
-    from fanin.peers import share_files
+    from fanin.systems.peers import share_files
     light, mem0, hippo = built_env("lightrag"), built_env("mem0"), built_env("hipporag")
     for env in (light, mem0, hippo): assert "shares its identical files" in share_files(env.folder, log=lambda m: None)
     site = lambda env: next((env.folder / "lib").glob("python3.*/site-packages"))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fanin.config import compose
-from fanin.pipeline import run
-from fanin.components import run_dir, load_dataset
-from fanin.schema import Pack, read_jsonl
+from fanin.core.config import compose
+from fanin.run.pipeline import run
+from fanin.run.components import run_dir, load_dataset
+from fanin.core.schema import Pack, read_jsonl
 
 SYSTEMS = "systems=[bm25,dense,long_context,oracle,closed_book]"
 
@@ -57,12 +57,12 @@ def test_resume_after_interruption(tiny_overrides):
 
 
 def test_failed_retrieval_is_recorded_not_zeroed(tiny_overrides, monkeypatch):
-    from fanin import systems
+    from fanin.systems import flat as systems
     def boom(self, query, k, instance=None):
         if "Saola" in query: raise RuntimeError("index exploded")
         return []
     monkeypatch.setattr(systems.ClosedBookSystem, "retrieve", boom)
-    from fanin.pipeline import StageFailed
+    from fanin.run.pipeline import StageFailed
     with pytest.raises(StageFailed, match="1 of 4 questions failed"): run(tiny_overrides + ["system=closed_book"])
     (f,) = [p.parent for p in (Path(tiny_overrides[2].split("=", 1)[1]) / "test").glob("*closed_book*/metrics.csv")]
     m = pd.read_csv(f / "metrics.csv")
@@ -71,7 +71,7 @@ def test_failed_retrieval_is_recorded_not_zeroed(tiny_overrides, monkeypatch):
 
 
 def test_cli_run_stats_and_report(tiny_overrides, tmp_path):
-    fanin = [sys.executable, "-m", "fanin.cli"]
+    fanin = [sys.executable, "-m", "fanin.doors.cli"]
     r = subprocess.run(fanin + ["run", "system=bm25", *tiny_overrides], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     r = subprocess.run(fanin + ["stats", *tiny_overrides], capture_output=True, text=True)
@@ -86,7 +86,7 @@ def test_cli_run_stats_and_report(tiny_overrides, tmp_path):
 
 def test_papermill_notebook_runs(tiny_overrides, tmp_path):
     import papermill as pm
-    from fanin.config import repo_root
+    from fanin.core.config import repo_root
     out = tmp_path / "nb.ipynb"
     pm.execute_notebook(str(repo_root() / "nbs" / "91_reproduce_wildgraphbench_retrieval.ipynb"), str(out),
                         parameters={"overrides": tiny_overrides + ["system=bm25"]}, kernel_name="python3", progress_bar=False,
@@ -104,9 +104,9 @@ def test_papermill_notebook_runs(tiny_overrides, tmp_path):
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_answer_domains_restrict_the_answer_sample_and_refuse_what_answers_nothing():
     "answer.domains: the answered domains among the run's (the paper default answers 3 of 12); a typo or an empty overlap stops."
-    from fanin.components import load_dataset
-    from fanin.config import ConfigError, compose
-    from fanin.pipeline import answer_sample
+    from fanin.run.components import load_dataset
+    from fanin.core.config import ConfigError, compose
+    from fanin.run.pipeline import answer_sample
     fixture = Path(__file__).parent / "fixtures" / "wildgraphbench_tiny"
     base = [f"dataset.root={fixture}", "dataset.domains=[nature]", "answer.per_domain_type=null"]
     cfg = compose(base)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from fanin.config import ConfigError, compose
-from fanin.components import load_dataset
-from fanin.embeddings import EmbeddingCache, text_key
-from fanin.plan import Planner, embedder_name, light_system, plan, window_texts
+from fanin.core.config import ConfigError, compose
+from fanin.run.components import load_dataset
+from fanin.models.embeddings import EmbeddingCache, text_key
+from fanin.run.plan import Planner, embedder_name, light_system, plan, window_texts
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ["experiment=authtrace_fixture", "progress=false"]
@@ -56,7 +56,7 @@ def test_given_rate_and_bad_input():
 
 
 def test_cli_prints_the_table_and_writes_json(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "fanin.cli", "plan", *FIXTURE, f"paths.outputs={tmp_path}", "--stages", "index,retrieve",
+    r = subprocess.run([sys.executable, "-m", "fanin.doors.cli", "plan", *FIXTURE, f"paths.outputs={tmp_path}", "--stages", "index,retrieve",
                         "--json", str(tmp_path / "plan.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "no model was called" in r.stdout and "totals" in r.stdout
@@ -66,7 +66,7 @@ def test_cli_prints_the_table_and_writes_json(tmp_path):
 
 def test_a_computing_table_stops_without_run(tmp_path):
     "graal_table1 would parse the domain with spaCy: it prints the plan and stops, naming --run, before any work."
-    r = subprocess.run([sys.executable, "-m", "fanin.cli", "table", "graal_table1", "dataset.root=tests/fixtures/wildgraphbench_tiny",
+    r = subprocess.run([sys.executable, "-m", "fanin.doors.cli", "table", "graal_table1", "dataset.root=tests/fixtures/wildgraphbench_tiny",
                         "dataset.domains=[nature]", f"paths.outputs={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stdout[-1500:] + r.stderr[-1500:]
     assert "parse" in r.stdout and "--run" in r.stderr and not (tmp_path / "tables").exists()

@@ -6,8 +6,8 @@ import re
 
 import pandas as pd
 
-from fanin.cli import main
-from fanin.config import repo_root
+from fanin.doors.cli import main
+from fanin.core.config import repo_root
 from openai_standin import StandIn
 
 FIXTURE = repo_root() / "tests" / "fixtures" / "wildgraphbench_tiny"
@@ -32,7 +32,7 @@ def test_generated_questions_load_with_their_fan_in_and_run(tmp_path, capsys):
         counts = ["generate.single=2", "generate.multi=1", "generate.summary=1"]
         main(["generate", *base, *llm, *counts, "--out", str(tmp_path / "gen"), "--plan"])
         assert "plan: 9 calls to standin-gen at most" in capsys.readouterr().out and len(s.chats()) == 0
-        from fanin.plan import plan
+        from fanin.run.plan import plan
         p = plan(base + llm + counts, ["generate"])   # the same count through `fanin plan --stages generate`
         row = p.rows.iloc[0]
         assert (len(p.rows), row.stage, row.requests) == (1, "generate", 9) and p.usd() > 0 and len(s.chats()) == 0

@@ -75,11 +75,11 @@ def test_every_measured_link_exists():
 
 
 def test_the_scale_table_is_the_kept_record():
-    """The README's scale table is `fanin.scale_report.scale_summary` of data/measured/scale.json, so it cannot keep figures the record
+    """The README's scale table is `fanin.doors.scale_report.scale_summary` of data/measured/scale.json, so it cannot keep figures the record
     no longer holds; regenerate it with
-    .venv/bin/python -c "import json; from fanin.scale_report import scale_summary; print(scale_summary(json.load(open('data/measured/scale.json'))))"."""
+    .venv/bin/python -c "import json; from fanin.doors.scale_report import scale_summary; print(scale_summary(json.load(open('data/measured/scale.json'))))"."""
     import json
-    from fanin.scale_report import scale_summary
+    from fanin.doors.scale_report import scale_summary
     m = re.search(r"<!-- scale -->\n(.*?)\n<!-- /scale -->", README, re.S)
     assert m, "README has no <!-- scale --> ... <!-- /scale --> block"
     want = scale_summary(json.loads((ROOT / "data" / "measured" / "scale.json").read_text()))
@@ -100,14 +100,14 @@ def test_the_fault_run_line_is_the_kept_record():
 
 
 def test_the_diagnosis_lines_are_the_kept_record():
-    """The README's diagnosis lines are `fanin.diagnosis.diagnosis_summary` of data/measured/diagnosis.json, and its plain-words
+    """The README's diagnosis lines are `fanin.results.diagnosis.diagnosis_summary` of data/measured/diagnosis.json, and its plain-words
     reading holds on that record: flat retrieval loses most of what it misses to ranking, dense never to reach, hybrid partly to its
     fusion's candidate cut, the entity graphs mostly to reach. Regenerate with
-    .venv/bin/python -c "import json; from fanin.diagnosis import diagnosis_summary as s; print(s(json.load(open('data/measured/diagnosis.json')), ['hipporag', 'paper'], cold=COLD))" with COLD the cold make reproduce's
+    .venv/bin/python -c "import json; from fanin.results.diagnosis import diagnosis_summary as s; print(s(json.load(open('data/measured/diagnosis.json')), ['hipporag', 'paper'], cold=COLD))" with COLD the cold make reproduce's
     total from data/measured/figures.csv (`reproduce_cold_exact`)."""
     import json
     import pandas as pd
-    from fanin.diagnosis import diagnosis_summary
+    from fanin.results.diagnosis import diagnosis_summary
     rec = json.loads((ROOT / "data" / "measured" / "diagnosis.json").read_text())
     m = re.search(r"<!-- diagnosis -->\n(.*?)\n<!-- /diagnosis -->", README, re.S)
     assert m, "README has no <!-- diagnosis --> ... <!-- /diagnosis --> block"
@@ -133,8 +133,8 @@ def test_the_hipporag_line_is_the_kept_record():
     data/measured`, which tests/test_hipporag_format.py holds against a fresh run) beside the papers' BM25 (data/reported): both
     tokenizations of the lab's BM25, the corpus the samples search and the papers' corpus, the record's date and machine."""
     import json
-    from fanin.lab_report import recall_summary
-    from fanin.paper_comparisons import load_reported
+    from fanin.results.lab_report import recall_summary
+    from fanin.results.paper_comparisons import load_reported
     rec = json.loads((ROOT / "data" / "measured" / "hipporag_recall.json").read_text())
     rep = load_reported()
     paper = rep[(rep.paper == "hipporag") & (rep.table == "table2") & (rep.method == "BM25") & (rep.setting == "dataset=musique")]
@@ -162,10 +162,10 @@ def test_the_router_line_is_the_kept_record():
 
 
 def test_the_judges_table_is_the_kept_record():
-    """The README's judges table is `fanin.lab_report.judges_summary` of data/measured/judges.json (`fanin judge-check
+    """The README's judges table is `fanin.results.lab_report.judges_summary` of data/measured/judges.json (`fanin judge-check
     judge=NAME --record data/measured`; tests/test_judges_agreement.py reruns the offline judges against it)."""
     import json
-    from fanin.lab_report import judges_summary
+    from fanin.results.lab_report import judges_summary
     rec = json.loads((ROOT / "data" / "measured" / "judges.json").read_text())
     m = re.search(r"<!-- judges -->\n(.*?)\n<!-- /judges -->", README, re.S)
     assert m, "README has no <!-- judges --> ... <!-- /judges --> block"

@@ -1,4 +1,4 @@
-"""The papers' tables as data (fanin.papers, fanin.paper_checks, fanin.paper_figures, fanin.paper_comparisons): loader, spot checks against the papers, consistency checks on hand-made
+"""The papers' tables as data (fanin.results.papers, fanin.results.paper_checks, fanin.results.paper_figures, fanin.results.paper_comparisons): loader, spot checks against the papers, consistency checks on hand-made
 tables with known mismatches, figures from the reported numbers alone, and configured comparisons."""
 import math
 import re
@@ -6,11 +6,11 @@ import re
 import pandas as pd
 import pytest
 
-from fanin.papers import COLUMNS, ReportedError, load_reported, read_reported, reported_files, reported_index, select
-from fanin.paper_checks import (check_authtrace_all_vs_bins, check_authtrace_g3, check_count_totals, check_graal_overall,
+from fanin.results.papers import COLUMNS, ReportedError, load_reported, read_reported, reported_files, reported_index, select
+from fanin.results.paper_checks import (check_authtrace_all_vs_bins, check_authtrace_g3, check_count_totals, check_graal_overall,
                                 check_graphrag_bench_averages, check_restated, check_wgb_avg_acc, check_wgb_summary_f1, consistency)
-from fanin.paper_figures import FIGURES, reported_figures
-from fanin.paper_comparisons import _count, compare
+from fanin.results.paper_figures import FIGURES, reported_figures
+from fanin.results.paper_comparisons import _count, compare
 
 # Rows per table, from each table's layout in the paper (row labels x columns); see each file's `# layout:` line.
 EXPECTED_ROWS = {

@@ -1,8 +1,8 @@
 """The fan-in router on a fixture where fan-in is known: classifier trained on one half, judged on the other; routing and regions."""
-from fanin.graphs import EntityGraphSystem
-from fanin.router import FanInClassifier, RouterSystem, split_of
-from fanin.schema import Corpus, Document, Instance
-from fanin.systems import BM25System
+from fanin.systems.graphs import EntityGraphSystem
+from fanin.systems.router import FanInClassifier, RouterSystem, split_of
+from fanin.core.schema import Corpus, Document, Instance
+from fanin.systems.flat import BM25System
 
 PEOPLE = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "John Lennon", "Marie Curie", "Isaac Newton", "Rosalind Franklin",
           "Niels Bohr", "Emmy Noether", "Carl Gauss", "Srinivasa Ramanujan", "Edsger Dijkstra"]
@@ -59,7 +59,7 @@ def test_router_sends_multi_source_questions_through_the_region():
 
 
 def test_router_run_key_ignores_where_and_how_loudly_its_components_run():
-    from fanin.config import compose, system_hash
+    from fanin.core.config import compose, system_hash
     base = compose(["system=router"])
     assert system_hash(base) == system_hash(compose(["system=router", "progress=false"]))
     assert system_hash(base) != system_hash(compose(["system=router", "system.fine.k1=1.2"]))
@@ -68,8 +68,8 @@ def test_router_run_key_ignores_where_and_how_loudly_its_components_run():
 def test_routing_report_on_real_pipeline_runs(tiny_overrides, real_data_root):
     """The router (classifier trained on the real benchmark's training half; coarse = entity_mention, no LLM) and bm25 run on the
     fixture through the pipeline; the report covers exactly the fixture's test-half questions with gold documents."""
-    from fanin.pipeline import run
-    from fanin.router import routing_report
+    from fanin.run.pipeline import run
+    from fanin.systems.router import routing_report
     (router_f,) = run(tiny_overrides + ["system=router", "system@system.coarse=entity_mention", "system.coarse.n_process=1",
                                         f"system.train_root={real_data_root}", "system.train_domains=all"])
     (bm25_f,) = run(tiny_overrides + ["system=bm25"])

@@ -12,13 +12,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fanin.graphs import EntityGraphSystem
-from fanin.llm_indexes import CommunitySystem, RaptorSystem
-from fanin.nlp import corpus_key, parse_corpus
-from fanin.ppr import PPRSystem
-from fanin.router import RouterSystem
-from fanin.schema import Corpus, Document, Instance
-from fanin.systems import BM25System
+from fanin.systems.graphs import EntityGraphSystem
+from fanin.systems.llm_indexes import CommunitySystem, RaptorSystem
+from fanin.models.nlp import corpus_key, parse_corpus
+from fanin.systems.ppr import PPRSystem
+from fanin.systems.router import RouterSystem
+from fanin.core.schema import Corpus, Document, Instance
+from fanin.systems.flat import BM25System
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "fanin"
 
@@ -63,7 +63,7 @@ class _Bench:
 
 class _Ledger:
     def totals(self):
-        from fanin.llm import LEDGER_FIELDS
+        from fanin.models.llm import LEDGER_FIELDS
         return dict.fromkeys(LEDGER_FIELDS, 0)   # every field the lab's ledger keeps
 
 

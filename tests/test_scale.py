@@ -3,10 +3,10 @@ approximate window index (faiss IVF / HNSW) that `dense` switches to past `ann.m
 import numpy as np
 import pytest
 
-from fanin.scale import (base_of, copy_id, growth_exponent, perturb_text, project, replicate_corpus, scale_fits, skip_reason)
-from fanin.schema import Corpus, Document
-from fanin.systems import index_kind, window_index
-from fanin.text import TOKEN_RE
+from fanin.doors.scale import (base_of, copy_id, growth_exponent, perturb_text, project, replicate_corpus, scale_fits, skip_reason)
+from fanin.core.schema import Corpus, Document
+from fanin.systems.flat import index_kind, window_index
+from fanin.core.text import TOKEN_RE
 
 
 def test_copies_differ_in_tokens_but_keep_offsets():
@@ -57,9 +57,9 @@ def test_an_unknown_index_kind_is_refused():
 
 def test_the_exact_reference_is_exact_search(tmp_path):
     "`exact_overlap` holds an approximate dense index against exact search, never against another approximate index."
-    from fanin.components import load_dataset
-    from fanin.config import compose, instantiate, k_for
-    from fanin.scale import exact_overlap
+    from fanin.run.components import load_dataset
+    from fanin.core.config import compose, instantiate, k_for
+    from fanin.doors.scale import exact_overlap
     cfg = compose(["dataset=authtrace_tiny", "system=dense", "ann.min_windows=1", "ann.kind=hnsw", f"paths.outputs={tmp_path}",
                    "progress=false"])
     ds = load_dataset(cfg)

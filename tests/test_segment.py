@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from fanin.segment import TOKEN_RE, clean, count_tokens, segment_text, segment_units
-from fanin.schema import Unit
+from fanin.core.segment import TOKEN_RE, clean, count_tokens, segment_text, segment_units
+from fanin.core.schema import Unit
 
 
 def words(n, prefix="w"):
@@ -73,7 +73,7 @@ def test_cap_is_reported():
 
 
 def test_invariants_on_real_pages(real_data_root):
-    from fanin.wildgraphbench import WildGraphBench
+    from fanin.data.wildgraphbench import WildGraphBench
     docs = list(WildGraphBench(real_data_root, domains=["mathematics"]).corpus("mathematics"))[:60]
     for d in docs:
         segs = segment_text(d.text)
@@ -96,9 +96,9 @@ def test_invariants_on_real_pages(real_data_root):
 def test_cli_segment(tmp_path):
     f = tmp_path / "t.txt"
     f.write_text("甲乙丙。丁戊！\nAlpha beta.", encoding="utf-8")
-    r = subprocess.run([sys.executable, "-m", "fanin.cli", "segment", str(f)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "fanin.doors.cli", "segment", str(f)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rows = [json.loads(l) for l in r.stdout.splitlines()]
     assert rows == [{"text": "甲乙丙。丁戊! Alpha beta.".replace("!", "！"), "tokens": 7}]
-    bad = subprocess.run([sys.executable, "-m", "fanin.cli", "segment", str(tmp_path / "missing.txt")], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "fanin.doors.cli", "segment", str(tmp_path / "missing.txt")], capture_output=True, text=True)
     assert bad.returncode != 0 and "no such file" in bad.stderr

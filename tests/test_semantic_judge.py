@@ -4,7 +4,7 @@ where the rule judge `keyfact` rejects under a quarter; it declares the sets it 
 and it is built from its config as the pipeline builds judges (a config file loaded on its own, no interpolation to resolve)."""
 import json
 
-from fanin.cli import main
+from fanin.doors.cli import main
 
 
 def _check(judge, capsys, tmp_path, sets=("frozen5", "frozen6")):
@@ -23,7 +23,7 @@ def _share(rows, kinds):
 
 
 def test_semfact_on_the_held_out_cases(capsys, tmp_path):
-    from fanin.judges import meets_bar
+    from fanin.judging.judges import meets_bar
     from sklearn.metrics import cohen_kappa_score
     rows = _check("semfact", capsys, tmp_path)
     assert len(rows) == 200
@@ -36,9 +36,9 @@ def test_semfact_on_the_held_out_cases(capsys, tmp_path):
 
 
 def test_semfact_builds_from_its_config_file_alone_and_declares_its_development_sets():
-    from fanin.components import make_judge
-    from fanin.pipeline import group_node
-    from fanin.semantic_judge import SemanticFactJudge
+    from fanin.run.components import make_judge
+    from fanin.run.pipeline import group_node
+    from fanin.judging.semantic_judge import SemanticFactJudge
     j = make_judge(group_node("judge", "semfact", "answer.judges"))
     assert isinstance(j, SemanticFactJudge) and j.setting()["embedder"] == "all-MiniLM-L6-v2/onnx-fused-fp32"
     sets = j.case_sets()

@@ -3,7 +3,7 @@ saying what was spent and what is left, keeps its paid replies, and a rerun with
 the ledger records dollars at the configured price."""
 import json
 
-from fanin.cli import main
+from fanin.doors.cli import main
 from openai_standin import StandIn
 
 
@@ -55,7 +55,7 @@ def tiny_overrides_root(ov):
 
 
 def test_plan_prints_the_dollars_of_the_calls_it_would_make(tiny_overrides):
-    from fanin.plan import plan
+    from fanin.run.plan import plan
     ov = tiny_overrides + ["system=bm25", "answer.judges=[proxy]"]
     assert _run(["run", "--stages", "index,retrieve,evaluate"] + ov) == 0
     p = plan(ov + ["reader_llm=openai", "reader_llm.model=gpt-4o-mini", "reader_llm.context_tokens=4000"], ["answer"])

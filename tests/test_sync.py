@@ -45,6 +45,6 @@ def test_notebook_examples_run():
 def test_notebook_examples_on_the_real_data_run():
     "The notebooks whose examples read the real data: skipped, saying so, where it is not beside the checkout."
     from conftest import need_real_data
-    from fanin.wildgraphbench import default_root
+    from fanin.data.wildgraphbench import default_root
     need_real_data(default_root() / "QA", "the real WildGraphBench data (read by " + ", ".join(REAL_DATA_NOTEBOOKS) + ")")
     _nbdev_test("--file-re", "|".join(n.replace(".", r"\.") for n in REAL_DATA_NOTEBOOKS))

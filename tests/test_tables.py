@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fanin.cli import main
-from fanin.config import repo_root
-from fanin.experiments import Table, run_table, table_names
-from fanin.lab_report import read_table
+from fanin.doors.cli import main
+from fanin.core.config import repo_root
+from fanin.results.experiments import Table, run_table, table_names
+from fanin.results.lab_report import read_table
 
 FIXTURE = repo_root() / "tests" / "fixtures" / "wildgraphbench_tiny"
 
@@ -25,7 +25,7 @@ def test_list_prints_every_registered_table(capsys):
 def test_every_registered_driver_is_importable_and_returns_a_table():
     import inspect
     from hydra.utils import get_method
-    from fanin.experiments import table_config
+    from fanin.results.experiments import table_config
     for n in table_names():
         tc = table_config(n)
         f = get_method(tc._target_)
@@ -60,7 +60,7 @@ def test_adding_a_table_is_a_driver_and_a_config(tmp_path, monkeypatch):
     "A new table: a driver function anywhere importable and one YAML file; nothing else changes."
     import sys
     (tmp_path / "mytables.py").write_text(
-        "import pandas as pd\nfrom fanin.experiments import Table\n"
+        "import pandas as pd\nfrom fanin.results.experiments import Table\n"
         "def hello(overrides) -> Table:\n    return Table(pd.DataFrame({'k': [len(overrides)]}), 'hello: ' + ' '.join(overrides), "
         "{'twice': pd.DataFrame({'k': [2]})})\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -82,7 +82,7 @@ def test_adding_a_table_is_a_driver_and_a_config(tmp_path, monkeypatch):
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_embedding_cache_table_shows_a_window_embedded_once(tmp_path):
     "dense embeds the fixture's windows; hybrid, built next over the same chunks, embeds none of them again."
-    from fanin.config import resolve_path
+    from fanin.core.config import resolve_path
     ov = [f"dataset.root={FIXTURE}", "dataset.domains=[nature]", f"paths.outputs={tmp_path}", "progress=false", "systems=[dense,hybrid]",
           "experiment_name=ec", f"embedder.model_dir={resolve_path('outputs/models')}", "embedder.threads=1"]
     main(["run", "--stages", "index,retrieve,evaluate", "experiment=paper", *ov])
@@ -94,7 +94,7 @@ def test_embedding_cache_table_shows_a_window_embedded_once(tmp_path):
 @pytest.mark.filterwarnings("ignore:WildGraphBench")
 def test_the_sweep_writes_its_registered_table_and_figure(tmp_path):
     "`fanin sweep` runs the notebook per (system, k) through papermill, then makes the registered table `topk` and its figure."
-    from fanin.cli import cmd_sweep
+    from fanin.doors.cli import cmd_sweep
     ov = [f"dataset.root={FIXTURE}", "sweep.domain=nature", "sweep.systems=[bm25]", "sweep.ks=[2,3]", f"paths.outputs={tmp_path}"]
     cmd_sweep(ov)
     t = read_table(tmp_path / "tables" / "topk.csv")

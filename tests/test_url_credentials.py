@@ -2,7 +2,7 @@
 LLM cache, ledger or log of the run holds it (a canary is searched for in every file the run wrote and in what it printed)."""
 from pathlib import Path
 
-from fanin.pipeline import run
+from fanin.run.pipeline import run
 from openai_standin import StandIn
 
 CANARY = "sk-CANARY-in-url-7f3a9c"

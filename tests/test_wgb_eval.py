@@ -1,4 +1,4 @@
-"""WildGraphBench's released evaluator's rules (`fanin.wgb_eval`, `fanin eval-wgb`): the pure rules, a predictions file scored
+"""WildGraphBench's released evaluator's rules (`fanin.judging.wgb_eval`, `fanin eval-wgb`): the pure rules, a predictions file scored
 end to end through the lab's endpoint layer with a loopback stand-in judge (eval.py's reading of a failed call and the lab's
 two, its duplicate and unknown-question handling, its reply limits), the lab's departures, and the errors a bad predictions
 file gets."""
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fanin.cli import main
-from fanin.judges import statement_prf
-from fanin.wgb_eval import (MAX_STATEMENTS, WGBReleasedJudge, as_released, clean_statements, overall_accuracy, summary_pass,
+from fanin.doors.cli import main
+from fanin.judging.judges import statement_prf
+from fanin.judging.wgb_eval import (MAX_STATEMENTS, WGBReleasedJudge, as_released, clean_statements, overall_accuracy, summary_pass,
                             summary_prf)
 from openai_standin import StandIn
 

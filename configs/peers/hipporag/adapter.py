@@ -1,4 +1,4 @@
-"""HippoRAG 2 (hipporag 2.0.0a4) behind the lab's JSONL protocol. Run with the peer environment's python (fanin.peers starts it);
+"""HippoRAG 2 (hipporag 2.0.0a4) behind the lab's JSONL protocol. Run with the peer environment's python (fanin.systems.peers starts it);
 never imported by the lab.
 
 stdin, one JSON object a line:

@@ -1,4 +1,4 @@
-"""LightRAG (lightrag-hku) behind the lab's JSONL protocol. Run with the peer environment's python (fanin.peers starts it); never
+"""LightRAG (lightrag-hku) behind the lab's JSONL protocol. Run with the peer environment's python (fanin.systems.peers starts it); never
 imported by the lab.
 
 stdin, one JSON object a line:

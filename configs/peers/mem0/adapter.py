@@ -1,4 +1,4 @@
-"""Mem0 (mem0ai 2.2.1) behind the lab's JSONL protocol. Run with the peer environment's python (fanin.peers starts it); never imported by the lab.
+"""Mem0 (mem0ai 2.2.1) behind the lab's JSONL protocol. Run with the peer environment's python (fanin.systems.peers starts it); never imported by the lab.
 
 stdin, one JSON object a line:
   {"op": "index", "docs": [{"id", "title", "text"}...], "workdir": ..., "base_url": ..., "mode": "raw|infer", "options": {...}}

@@ -1,4 +1,4 @@
-"""Microsoft GraphRAG (graphrag 3.3.0, MIT) behind the lab's JSONL protocol. Run with the peer environment's python (fanin.peers
+"""Microsoft GraphRAG (graphrag 3.3.0, MIT) behind the lab's JSONL protocol. Run with the peer environment's python (fanin.systems.peers
 starts it); never imported by the lab.
 
 stdin, one JSON object a line:

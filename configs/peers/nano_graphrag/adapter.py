@@ -1,4 +1,4 @@
-"""nano-graphrag behind the lab's JSONL protocol. Run with the peer environment's python (fanin.peers starts it); never imported by the lab.
+"""nano-graphrag behind the lab's JSONL protocol. Run with the peer environment's python (fanin.systems.peers starts it); never imported by the lab.
 
 stdin, one JSON object a line:
   {"op": "index", "docs": [{"id", "title", "text"}...], "workdir": ..., "base_url": ...}   build an index in workdir

@@ -1,5 +1,5 @@
 """The llama-index RAPTOR pack (llama-index-packs-raptor) behind the lab's JSONL protocol. Run with the peer environment's python
-(fanin.peers starts it); never imported by the lab.
+(fanin.systems.peers starts it); never imported by the lab.
 
 stdin, one JSON object a line:
   {"op": "index", "docs": [{"id", "title", "text"}...], "workdir": ..., "base_url": ..., "options": {...}}   build an index in workdir

@@ -1,0 +1,1 @@
+"""Doors: the command line, the Hydra app and the benches."""
