@@ -150,11 +150,14 @@ browser:
 	@test -x /usr/bin/chromium || [ "$$(id -u)" != 0 ] || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-# notebooks are the source: export them into src/fanin and strip outputs/metadata
+# notebooks are the source: export them into src/fanin and strip outputs/metadata; then render the README's generated blocks
+# (the configuration registry from configs/, the module map from the declared layers: nbs/09c_readme.ipynb)
+README_RENDER = $(PY) -c "from fanin.doors.readme import write_readme; write_readme()"
 export: setup
 	$(VENV)/bin/nbdev-export
 	$(VENV)/bin/nbdev-clean
+	$(README_RENDER)
 
 check-sync: setup
-	$(VENV)/bin/nbdev-export && $(VENV)/bin/nbdev-clean
-	git diff --exit-code -- nbs src || (echo "nbs/ and src/fanin are out of sync or notebooks are not clean: run 'make export' and commit"; exit 1)
+	$(VENV)/bin/nbdev-export && $(VENV)/bin/nbdev-clean && $(README_RENDER)
+	git diff --exit-code -- nbs src README.md || (echo "nbs/, src/fanin and README.md are out of sync or notebooks are not clean: run 'make export' and commit"; exit 1)

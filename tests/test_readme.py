@@ -22,7 +22,13 @@ def test_the_registry_table_names_every_config():
     for group in ("dataset", "system", "embedder", "llm", "reader", "judge", "evidence_judge", "experiment", "table"):
         assert group in rows, f"README's registry has no row for {group}"
         missing += [f"{group}={p.stem}" for p in sorted((ROOT / "configs" / group).glob("*.yaml")) if f"`{p.stem}`" not in rows[group]]
-    assert not missing, f"README's configuration registry omits {missing}"
+    assert not missing, f"README's configuration registry omits {missing}: run `make export`"
+
+
+def test_the_generated_blocks_are_current():
+    "The registry and the module map are rendered from configs/ and the declared layers (`make export`), never kept by hand."
+    from fanin.doors.readme import render_readme
+    assert render_readme(README, ROOT) == README, "README.md's generated blocks are behind configs/ or the layers: run `make export`"
 
 
 def test_readme_commands_use_the_venv_tools():
