@@ -86,18 +86,19 @@ class Reader:
                            self.evidence_tokens, f"reader {self.name}", "evidence",
                            "its LLM config's context_tokens (e.g. reader_llm.context_tokens=128000) or reader.evidence_tokens")
 
-    def messages(self, llm: LLM, inst: Instance, pack: Pack, hint: str = "") -> tuple[list[dict], Prompt, dict]:
-        if pack.system == "closed_book":
+    def messages(self, llm: LLM, inst: Instance, pack: Pack, hint: str = "", closed_book: bool = False) -> tuple[list[dict], Prompt, dict]:
+        "The prompt for `inst` over `pack`; `closed_book` (the system's class flag, `System.closed_book`): asked from memory, with a hint."
+        if closed_book:
             return self.closed_prompt.messages(question=inst.query, hint=hint or inst.domain), self.closed_prompt, {"units_in_pack": 0}
         ev, meta = fit_evidence(pack.units, self.budget(llm, inst.query), llm.count_tokens)
         return self.prompt.messages(question=inst.query, evidence=ev), self.prompt, meta
 
-    def answer(self, llm: LLM, inst: Instance, pack: Pack, hint: str = "") -> Answer:
+    def answer(self, llm: LLM, inst: Instance, pack: Pack, hint: str = "", closed_book: bool = False) -> Answer:
         """One answer row; a failed call is a row with status=failed and the reason (never an empty 'answer'). An answer cut
         at the token budget is kept and flagged (`meta.cut`); the endpoint being unusable (EndpointError) stops the stage."""
         base = dict(instance_id=inst.id, system=pack.system, reader=self.name, model=llm.model)
         try:
-            msgs, p, meta = self.messages(llm, inst, pack, hint)
+            msgs, p, meta = self.messages(llm, inst, pack, hint, closed_book)
         except LLMError as e:
             return Answer(**base, status="failed", error=e.reason)
         base.update(prompt_version=p.id, meta=meta)

@@ -262,12 +262,14 @@ def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     packs = {p.instance_id: p for p in read_packs(folder)}
     hints = {d: _topic(ds, d) for d in ds.domains}
+    from hydra.utils import get_class
+    closed_book = get_class(cfg.system._target_).closed_book   # the system gives no evidence by design: the reader asks from memory
 
     def one(inst):
         if inst.id not in packs:
             return Answer(instance_id=inst.id, system=cfg.system.name, reader=reader.name, model=llm.model, status="failed",
                           error="no pack: the retrieve stage failed for this question (see failures.jsonl)")
-        return reader.answer(llm, inst, packs[inst.id], hints.get(inst.domain, inst.domain))
+        return reader.answer(llm, inst, packs[inst.id], hints.get(inst.domain, inst.domain), closed_book)
 
     sample = answer_sample(cfg, ds)
     rows = ([one(i) for i in _progress(cfg, sample, desc=f"answer {cfg.system.name}", leave=False)]

@@ -23,7 +23,7 @@ from ..models.llm import LLM, LLMError, Ledger, read_ledger
 
 # %% auto #0
 __all__ = ['STANDIN_CHARS', 'PLAN_COLUMNS', 'DryRun', 'light_system', 'index_state', 'unit_texts', 'window_texts', 'Planner',
-           'embedder_name', 'Plan', 'plan', 'plan_many', 'plan_vs_run']
+           'embedder_name', 'Work', 'Plan', 'plan', 'plan_many', 'plan_vs_run']
 
 # %% ../../../nbs/10b_plan.ipynb #ddf9d9d2
 class DryRun:
@@ -65,11 +65,11 @@ class DryRun:
 
 # %% ../../../nbs/10b_plan.ipynb #d351a52d
 def light_system(cfg: DictConfig):
-    "The configured system with no embedder loaded (`embedder=None`), for counting its units and windows; a router is not built."
+    """The configured system with no embedder loaded (`embedder=None`), for asking what model work it declares; None for a system
+    made of others (`System.composite`, a router), which the planner plans part by part instead of building."""
     from hydra.utils import get_class
     if "_target_" not in cfg.system: raise ConfigError(f"system {cfg.system.get('name')}: no _target_ in its config")
-    from fanin.systems.router import RouterSystem
-    if issubclass(get_class(cfg.system._target_), RouterSystem): return None
+    if getattr(get_class(cfg.system._target_), "composite", ()): return None
     return instantiate(cfg.system, **({"embedder": None} if "embedder" in cfg.system else {}))
 
 
@@ -85,23 +85,16 @@ def index_state(cfg: DictConfig, store: Path, corpus) -> str:
 
 # %% ../../../nbs/10b_plan.ipynb #ad3b4db6
 def unit_texts(system, corpus) -> list[str]:
-    "The chunk texts of a chunked system over `corpus` (cut as its build cuts them); [] for a system without chunks."
-    from fanin.systems.flat import ChunkedSystem, chunk_corpus
-    if not isinstance(system, ChunkedSystem): return []
-    system.corpus, system.chunks = corpus, chunk_corpus(corpus, system.chunk_tokens, system.chunk_overlap)
-    return [system.chunk_text(i) for i in range(len(system.chunks))]
+    "The unit texts a system's build cuts `corpus` into, as it declares them (`System.plan_chunks`); [] without chunks."
+    return system.plan_chunks(corpus) if system is not None else []
 
 
 def window_texts(system, corpus) -> list[str]:
-    "The texts a system's build embeds that are known before it runs: dense windows (dense, hybrid, wiki), RAPTOR's leaves."
-    from fanin.systems.hybrid import HybridSystem
-    from fanin.systems.llm_indexes import RaptorSystem
-    from fanin.systems.flat import DenseSystem
-    s = system.dense if isinstance(system, HybridSystem) else system
-    if isinstance(s, DenseSystem):
-        unit_texts(s, corpus)
-        return s._windows()[0]
-    return unit_texts(s, corpus) if isinstance(s, RaptorSystem) else []
+    "The texts a system's build embeds that are known before it runs, as it declares them (`System.plan_index`, exact windows)."
+    from fanin.systems.flat import WorkLog
+    log = WorkLog(corpus)
+    system.plan_index(log)
+    return [t for texts, basis in log.windows_made if basis == "exact" for t in texts]
 
 # %% ../../../nbs/10b_plan.ipynb #8ad90420
 STANDIN_CHARS = 4000   # a stand-in unit's length when the planner must invent one (community report, wiki page, summary input)
@@ -189,22 +182,20 @@ Planner.windows = _windows
 
 # %% ../../../nbs/10b_plan.ipynb #243ec93e
 def _index(self: Planner, cfg: DictConfig, domain: str, label: str | None = None):
-    "The index stage of one system over one domain: nothing when built; else its windows, its parse and its LLM calls."
+    "The index stage of one system over one domain: nothing when built; else the model work the system declares (`plan_index`)."
     from fanin.run.components import index_store
+    from fanin.systems.flat import System
     name, corpus = label or cfg.system.name, self.ds.corpus(domain)
     state = index_state(cfg, index_store(cfg, domain), corpus) if label is None else "missing"
     if state == "built":
         self.add("index", name, domain, "none", "", 0, 0, basis="built: loaded, not rebuilt"); return
     system = light_system(cfg)
     if system is None: return self.router_index(cfg, domain)
-    if type(system).__module__ == "fanin.systems.peers":
-        self.add("index", name, domain, "llm", "peer", 0, 0, basis=f"not estimated: {name}'s own package decides its calls")
-        self.notes.append(f"{name} ({domain}): a peer package's index calls are not planned; `fanin table peers_costs` shows a built one's")
-        return
-    texts = window_texts(system, corpus)
-    if texts: self.windows("index", name, domain, cfg, texts)
-    if getattr(system, "nlp_cache", None) and getattr(system, "mode", "ner") != "llm": self.parse(name, domain, system, corpus)
-    if getattr(type(system), "needs_llm", False) or getattr(system, "mode", "") == "llm": self.llm_index(cfg, system, name, domain, corpus)
+    work = Work(self, cfg, name, domain, corpus)
+    if system.needs_llm and type(system).plan_index is System.plan_index:   # an LLM system that has not declared its work
+        work.unknown(work.llm.model, f"not estimated: {type(system).__name__} does not declare its model work (System.plan_index)")
+    else: system.plan_index(work)
+    work.flush()
 
 
 def _parse(self: Planner, name: str, domain: str, system, corpus):
@@ -227,48 +218,56 @@ def _standin(corpus, chars: int) -> str:
     return text[:chars] if len(text) >= chars else (text * (chars // max(1, len(text)) + 1))[:chars]
 
 
-def _llm_index(self: Planner, cfg, system, name: str, domain: str, corpus):
-    """The LLM calls of an LLM-built index. Memory entries and OpenIE triples: one exact call per chunk (`ask_each`, as the
-    build asks). RAPTOR, community reports, wiki pages: as many calls as the configuration allows (an upper bound), each on a
-    stand-in input of the size the build caps it at; the texts they embed afterwards, as many windows."""
-    from fanin.systems.llm_indexes import CommunitySystem, MemorySystem, RaptorSystem, ask_each
-    from fanin.systems.wiki import WikiSystem
-    dry = self.llm("llm")
-    dry.tags = {"domain": domain, "exact": True, "upper": False}
-    chunks = unit_texts(system, corpus)
-    if isinstance(system, MemorySystem) or getattr(system, "mode", "") == "llm":
-        ask_each(dry, system.prompt, [{"passage": t} for t in chunks], name)
-        if isinstance(system, MemorySystem):
-            self._flush(dry)
-            self.windows("index", name, domain, cfg, [f"{name}-entry-{i}" for i in range(len(chunks) * system.max_entries)], "upper bound (max_entries a chunk)")
-        return self._flush(dry)
-    if isinstance(system, RaptorSystem):
-        n, calls = len(chunks), 0
-        for _ in range(system.max_levels):
-            if n < system.min_nodes: break
-            n = min(system.max_clusters, n // 2); calls += n
-        field, size = "texts", system.cluster_chars
-    elif isinstance(system, CommunitySystem): calls, field, size = system.max_reports, "texts", system.report_chars
-    elif isinstance(system, WikiSystem): calls, field, size = system.max_pages, "passages", system.page_chars
-    else:
-        self.add("index", name, domain, "llm", dry.llm.model, 0, 0, basis=f"not estimated: {type(system).__name__} is unknown to the planner")
-        return
-    from fanin.models.prompts import _FIELD, load_prompt
-    p = load_prompt(system.prompt)
-    dry.tags = {"domain": domain, "exact": False, "upper": True}
-    fields = {f: (_standin(corpus, size) if f == field else "") for f in _FIELD.findall(p.system + p.user)}
-    for i in range(calls):
-        fields[field] = f"[{i}] " + fields[field]   # distinct requests, as distinct clusters are
-        ask_each(dry, system.prompt, [dict(fields)], name)
-    self._flush(dry)
-    if calls: self.windows("index", name, domain, cfg, [f"{name}-{i}" for i in range(calls)], "upper bound")
+class Work:
+    """What one system declares it will do over one domain at one stage (`System.plan_index`, `plan_queries`), turned into plan
+    rows: `windows` to embed, a spaCy `parse`, LLM calls asked exactly (`ask_each`) or up to a configured bound (`ask_upto`, on
+    stand-in inputs of the size the build caps them at), or work it cannot say (`unknown`). The LLM is a `DryRun`: nothing is sent."""
+    def __init__(self, planner: "Planner", cfg: DictConfig, name: str, domain: str, corpus, stage: str = "index"):
+        self.planner, self.cfg, self.name, self.domain, self.corpus, self.stage = planner, cfg, name, domain, corpus, stage
+        self._llm = None
 
-Planner.llm_index = _llm_index
+    @property
+    def llm(self) -> DryRun:
+        if self._llm is None:
+            self._llm = self.planner.llm("llm")
+            self._llm.tags = {"domain": self.domain, "exact": True, "upper": False}
+        return self._llm
+
+    def chunks(self, system) -> list[str]: return system.plan_chunks(self.corpus)
+    def standin(self, chars: int) -> str: return _standin(self.corpus, chars)
+    def parse(self, system): self.planner.parse(self.name, self.domain, system, self.corpus)
+
+    def windows(self, texts, basis: str = "exact"):
+        if texts: self.planner.windows(self.stage, self.name, self.domain, self.cfg, list(texts), basis)
+
+    def ask_each(self, prompt: str, fields: list, exact: bool = True, upper: bool = False):
+        from fanin.systems.llm_indexes import ask_each
+        self.llm.tags = {"domain": self.domain, "exact": exact, "upper": upper}
+        ask_each(self.llm, prompt, fields, self.name, stage=self.stage)
+
+    def ask_upto(self, prompt: str, field: str, chars: int, calls: int):
+        "At most `calls` calls of `prompt`, each on a distinct stand-in `field` of `chars` characters; then their outputs embedded."
+        from fanin.models.prompts import _FIELD, load_prompt
+        p = load_prompt(prompt)
+        fields = {f: (self.standin(chars) if f == field else "") for f in _FIELD.findall(p.system + p.user)}
+        for i in range(calls):
+            fields[field] = f"[{i}] " + fields[field]   # distinct requests, as distinct clusters are
+            self.ask_each(prompt, [dict(fields)], exact=False, upper=True)
+        self.flush()
+        if calls: self.windows([f"{self.name}-{i}" for i in range(calls)], "upper bound")
+
+    def flush(self):
+        if self._llm is not None: self.planner._flush(self._llm)
+
+    def unknown(self, model: str, why: str, note: str | None = None):
+        self.planner.add(self.stage, self.name, self.domain, "llm", model, 0, 0, basis=why)
+        if note: self.planner.notes.append(note)
 
 # %% ../../../nbs/10b_plan.ipynb #3a31240d
 def _router_index(self: Planner, cfg: DictConfig, domain: str):
-    "A router builds both its components' indexes (and trains its classifier, no model): plan each as its own system."
-    for part in ("fine", "coarse"):
+    "A system made of others (a router: its `composite` parts) builds each part's index: plan each as its own system."
+    from hydra.utils import get_class
+    for part in get_class(cfg.system._target_).composite:
         sub = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
         sub.system = OmegaConf.to_container(cfg.system[part], resolve=True)
         self.index(sub, domain, label=f"{cfg.system.name}/{sub.system.name}")
@@ -292,17 +291,12 @@ def _packs(self: Planner, cfg: DictConfig) -> dict | None:
 def _standin_pack(self: Planner, cfg: DictConfig, system, inst):
     "A pack like the one the system would return for `inst` (see above); (pack, exact)."
     from fanin.core.schema import Pack, Unit
-    from fanin.systems.flat import ClosedBookSystem, LongContextSystem, OracleSystem
     corpus, name = self.ds.corpus(inst.domain), cfg.system.name
-    if isinstance(system, ClosedBookSystem): return Pack(instance_id=inst.id, system=name, units=[]), True
-    if isinstance(system, OracleSystem):
-        return Pack(instance_id=inst.id, system=name, units=system.index(corpus).retrieve(inst.query, 0, inst)), True
-    if isinstance(system, LongContextSystem):
-        return Pack(instance_id=inst.id, system=name, units=system.index(corpus).retrieve(inst.query, 0, inst)), True
+    known = system.plan_pack(inst, corpus) if system is not None else None   # a pack known before the system runs
+    if known is not None: return Pack(instance_id=inst.id, system=name, units=known), True
     key = (name, inst.domain)
     if key not in self._chunks:
-        from fanin.systems.flat import ChunkedSystem
-        texts = unit_texts(system, corpus) if isinstance(system, ChunkedSystem) else []
+        texts = unit_texts(system, corpus)
         self._chunks[key] = sorted(texts or [_standin(corpus, 6000)], key=len)
     texts, k = self._chunks[key], k_for(cfg, inst.qtype, self.ds.broad_qtypes)
     pick = [texts[min(len(texts) - 1, int((i + 0.5) / k * len(texts)))] for i in range(k)]
@@ -315,27 +309,19 @@ Planner.packs, Planner.standin_pack = _packs, _standin_pack
 def _retrieve(self: Planner, cfg: DictConfig, packs: dict | None, stage: str = "retrieve"):
     "Query embeddings and LLM calls at retrieval when the packs are not finished; for `fanin diagnose` (stage), once more at most."
     if packs is not None and stage == "retrieve": return
+    from hydra.utils import get_class
     system, name, node = light_system(cfg), cfg.system.name, cfg.system
+    cls = get_class(node._target_)
+    embeds = "embedder" in node or any("embedder" in node[part] for part in getattr(cls, "composite", ()))
     for d in self.ds.domains:
         insts = self.ds.instances(d)
-        if "embedder" in node or (system is None and "embedder" in node.coarse):
+        if embeds:
             self.windows(stage, name, d, cfg, [i.query for i in insts], "exact (queries are not cached)" if stage == "retrieve" else
                          "upper bound (only questions with a missed page)", lookup=False)
-        dry = self.llm("llm")
-        if system is None and node.get("estimator") == "llm":
-            from fanin.systems.router import llm_fan_in
-            dry.tags = {"domain": d, "exact": True, "upper": False}
-            for i in insts:
-                try: llm_fan_in(dry, i.query, node.prompt, name)
-                except LLMError: pass
-        if getattr(system, "mode", "") == "global":
-            from fanin.systems.llm_indexes import ask_each
-            dry.tags = {"domain": d, "exact": False, "upper": True}
-            report = _standin(self.ds.corpus(d), system.report_chars)
-            for i in insts:
-                ask_each(dry, system.rate_prompt, [{"question": i.query, "report": f"[{j}] {report}"} for j in range(system.global_candidates)],
-                         name, stage="retrieve")
-        self._flush(dry)
+        work = Work(self, cfg, name, d, self.ds.corpus(d), stage="retrieve")   # its LLM calls replay the retrieval's
+        if system is None: cls.plan_composite_queries(node, work, insts)
+        else: system.plan_queries(work, insts)
+        work.flush()
 
 Planner.retrieve = _retrieve
 
@@ -369,12 +355,13 @@ def _answer(self: Planner, cfg: DictConfig, packs: dict | None) -> list:
     "The reader's calls over the answer sample; returns the answers the judges will see (real ones replayed, else stand-ins)."
     from fanin.run.pipeline import _topic, answer_sample
     from fanin.core.schema import Answer
+    from hydra.utils import get_class
     dry, system, reader = self.llm("reader"), light_system(cfg), self.reader(cfg)
-    out = []
+    closed_book, out = get_class(cfg.system._target_).closed_book, []
     for inst in answer_sample(cfg, self.ds):
         pack, exact = (packs[inst.id], True) if packs and inst.id in packs else self.standin_pack(cfg, system, inst)
         dry.tags = {"domain": inst.domain, "exact": exact, "upper": False}
-        a = reader.answer(dry, inst, pack, _topic(self.ds, inst.domain))
+        a = reader.answer(dry, inst, pack, _topic(self.ds, inst.domain), closed_book)
         if a.status != "ok":   # to be made: the judges see an answer of the expected length
             n = dry.calls[-1]["completion_tokens"] if dry.calls else reader.max_tokens
             a = Answer(instance_id=inst.id, system=cfg.system.name, reader=reader.name, model=dry.model, status="ok",

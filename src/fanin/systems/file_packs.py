@@ -245,7 +245,7 @@ class FileAnswers:
 
     def check_inputs(self, ds) -> None: self._answers = read_answer_file(self.path, ds)
 
-    def answer(self, llm, inst, pack, hint: str = ""):
+    def answer(self, llm, inst, pack, hint: str = "", closed_book: bool = False):
         from fanin.core.schema import Answer
         a = self._answers.get((inst.id, pack.system)) or self._answers.get((inst.id, None))
         base = dict(instance_id=inst.id, system=pack.system, reader=self.name, model=self.model)

@@ -22,9 +22,9 @@ from ..core.text import TOKENIZERS, chunk_spans, lexical_tokens
 
 # %% auto #0
 __all__ = ['LOSS_STEPS', 'CLOSEST_CHARS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished',
-           'read_json', 'System', 'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus', 'ChunkedSystem', 'top_k',
-           'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System', 'window_index', 'tune_search',
-           'index_kind', 'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
+           'read_json', 'System', 'WorkLog', 'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus', 'ChunkedSystem',
+           'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System', 'window_index',
+           'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
 
 # %% ../../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -145,6 +145,25 @@ class System:
     locate_needs_llm = False   # True: `locate` asks `self.llm` again (ratings the run's LLM cache replays); the diagnosis starts it
     ranks = True      # False: its pack is a fixed slice in a fixed order, not a ranking, so rank metrics (Recall@k) leave it out
     uses_gold = False  # True: its packs read the gold pages (the oracle): a ceiling, not a system a router could choose
+    closed_book = False   # True: it gives the reader no evidence by design, so the reader asks from memory (not "from an empty pack")
+    composite: tuple = ()  # the config keys of the systems it is made of (a router's `fine`, `coarse`): `fanin plan` plans each
+
+    # What model work the system does, declared for `fanin plan` (nbs/10b_plan), which calls these on a system built without
+    # its embedder and never runs a model. `work` offers `chunks(system)`, `windows(texts, basis)`, `parse(system)`,
+    # `ask_each(prompt, fields)`, `ask_upto(prompt, field, chars, calls)`, `flush()` and `unknown(why)`.
+    def plan_index(self, work) -> None:
+        "The model work of building the index over `work.corpus`: none by default (BM25, the oracle, a pack file)."
+
+    def plan_queries(self, work, instances) -> None:
+        "The LLM work of answering `instances` beyond embedding the queries (which the planner counts from the config)."
+
+    def plan_pack(self, inst: Instance, corpus: Corpus) -> list[Unit] | None:
+        "The pack this system returns for `inst` when it is known before the system runs (no ranking to do); else None."
+        return None
+
+    def plan_chunks(self, corpus: Corpus) -> list[str]:
+        "The unit texts the build cuts `corpus` into, when known before it runs; [] for a system without chunks."
+        return []
 
     def locate(self, query: str, docs: list[str], instance: Instance | None = None) -> dict[str, dict]:
         """Where each of `docs` (gold documents one of this system's packs missed) was lost: document id -> `loss(step, ...)`,
@@ -158,6 +177,28 @@ class System:
 
     def _need_index(self):
         if self.corpus is None: raise RuntimeError(f"{self.name}: call index(corpus) before retrieve()")
+
+# %% ../../../nbs/05_systems.ipynb #0601fbc5
+class WorkLog:
+    """A `work` for `System.plan_index` / `plan_queries` that records what the system declares, calling no model: `windows_made`
+    (texts, basis), `parses` (system names), `asks` (prompt, calls, exact, upper bound), `unknowns` (why not estimated)."""
+    llm = None
+
+    def __init__(self, corpus: Corpus, name: str = "system"):
+        self.corpus, self.name = corpus, name
+        self.windows_made, self.parses, self.asks, self.unknowns = [], [], [], []
+
+    def chunks(self, system) -> list[str]: return system.plan_chunks(self.corpus)
+    def windows(self, texts, basis: str = "exact"): self.windows_made.append((list(texts), basis))
+    def parse(self, system): self.parses.append(system.name)
+    def standin(self, chars: int) -> str: return "x" * chars
+    def ask_each(self, prompt: str, fields: list, exact: bool = True, upper: bool = False):
+        self.asks.append((prompt, len(fields), exact, upper))
+    def ask_upto(self, prompt: str, field: str, chars: int, calls: int):
+        self.asks.append((prompt, calls, False, True))
+        if calls: self.windows([f"{self.name}-{i}" for i in range(calls)], "upper bound")
+    def flush(self): pass
+    def unknown(self, model: str, why: str, note: str | None = None): self.unknowns.append(why)
 
 # %% ../../../nbs/05_systems.ipynb #7c654965
 LOSS_STEPS = ("not_indexed", "unreachable", "ranked_out", "cut", "unknown")
@@ -207,6 +248,11 @@ class ChunkedSystem(System):
         super().__init__(name)
         self.chunk_tokens, self.chunk_overlap = chunk_tokens, chunk_overlap
         self.chunks: list[Chunk] = []
+
+    def plan_chunks(self, corpus):
+        "The chunk texts over `corpus`, cut as the build cuts them (for `fanin plan`; the system holds them afterwards)."
+        self.corpus, self.chunks = corpus, chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
+        return [self.chunk_text(i) for i in range(len(self.chunks))]
 
     def chunk_text(self, i: int) -> str:
         c = self.chunks[i]
@@ -434,6 +480,11 @@ class DenseSystem(ChunkedSystem):
         self.ann = dict(ann or {})
         self.faiss_index, self.window_owner = None, None
 
+    def plan_index(self, work):
+        "Its build embeds every window of every chunk (looked up in the embedding cache first)."
+        self.plan_chunks(work.corpus)
+        work.windows(self._windows()[0])
+
     def _windows(self):
         "(window texts, owning chunk of each): windows cut inside each chunk (`chunk`), or once per document (`document`)."
         if self.windows == "document": return self._document_windows()
@@ -537,6 +588,10 @@ class LongContextSystem(System):
     def _load(self, folder):
         if not self.units: self._build(self.corpus, None)
 
+    def plan_pack(self, inst, corpus):
+        "The slice is known before any question: exactly what `retrieve` returns."
+        return self.index(corpus).retrieve(inst.query, 0, inst)
+
     def retrieve(self, query, k, instance=None):
         "The same budgeted slice for every query; `k` does not apply (the budget does)."
         self._need_index()
@@ -556,6 +611,8 @@ class OracleSystem(System):
     name = "oracle"
     uses_gold = True
 
+    def plan_pack(self, inst, corpus): return self.index(corpus).retrieve(inst.query, 0, inst)
+
     def retrieve(self, query, k, instance=None):
         self._need_index()
         if instance is None: raise ValueError("oracle needs the instance (its gold_docs) to build a pack")
@@ -574,9 +631,12 @@ class OracleSystem(System):
 class ClosedBookSystem(System):
     "No evidence at all: the empty pack."
     name = "closed_book"
+    closed_book = True
 
     def retrieve(self, query, k, instance=None):
         return []
+
+    def plan_pack(self, inst, corpus): return []
 
     locates = True
 

@@ -260,3 +260,9 @@ def graal_table1(claims: pd.DataFrame) -> pd.DataFrame:
         rows.append({"method": m, "avg_sentences": avg_s, "avg_documents": float(g.documents.mean()), "hit_rate": hit,
                      "overall": graal_overall(hit, avg_s), "claims": len(g)})
     return pd.DataFrame(rows)
+
+# %% ../../../nbs/19_graphs.ipynb #fbcba873
+@patch
+def plan_index(self: EntityGraphSystem, work):
+    "The spaCy parse, when the build keeps a parse cache (the planner checks whether it already holds this corpus)."
+    if self.nlp_cache: work.parse(self)

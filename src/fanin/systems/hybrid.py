@@ -115,3 +115,12 @@ class HybridSystem(ChunkedSystem):
         order = np.array([c for c, _ in fused], dtype=np.int64)
         reach = np.zeros(len(self.chunks), dtype=bool); reach[order] = True
         return order, reach, f"fusion: in neither half's top {self.candidates} candidates (BM25, dense), so never fused"
+
+# %% ../../../nbs/32_hybrid.ipynb #2fa68492
+from fastcore.basics import patch
+
+
+@patch
+def plan_index(self: HybridSystem, work):
+    "The dense half's windows; the BM25 half costs no model."
+    self.dense.plan_index(work)

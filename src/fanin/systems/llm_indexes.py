@@ -402,3 +402,41 @@ def locate(self: CommunitySystem, query, docs, instance=None):
     why = ("community: no chunk of the page names an entity of the question or one of its nearest neighbours" if linked
            else "community: the question links no entity")
     return locate_in_ranking(self._local(query, len(self.chunks) + 1), docs, self.corpus, _no_chunk(self, docs), why)
+
+# %% ../../../nbs/21_llm_indexes.ipynb #6c6163b9
+@patch
+def plan_index(self: MemorySystem, work):
+    "One exact extraction call per chunk, then at most `max_entries` entries a chunk embedded."
+    chunks = work.chunks(self)
+    work.ask_each(self.prompt, [{"passage": t} for t in chunks])
+    work.flush()
+    work.windows([f"{work.name}-entry-{i}" for i in range(len(chunks) * self.max_entries)], "upper bound (max_entries a chunk)")
+
+# %% ../../../nbs/21_llm_indexes.ipynb #fe8740a3
+@patch
+def plan_index(self: RaptorSystem, work):
+    "The leaves embedded, then at most one summary call per cluster and level (the clusters halve, capped by `max_clusters`)."
+    chunks = work.chunks(self)
+    work.windows(chunks)
+    n, calls = len(chunks), 0
+    for _ in range(self.max_levels):
+        if n < self.min_nodes: break
+        n = min(self.max_clusters, n // 2); calls += n
+    work.ask_upto(self.prompt, "texts", self.cluster_chars, calls)
+
+# %% ../../../nbs/21_llm_indexes.ipynb #92ee80d1
+@patch
+def plan_index(self: CommunitySystem, work):
+    "The entity parse (spaCy), then at most `max_reports` community reports."
+    if self.nlp_cache: work.parse(self)
+    work.ask_upto(self.prompt, "texts", self.report_chars, self.max_reports)
+
+
+@patch
+def plan_queries(self: CommunitySystem, work, instances):
+    "Global search rates `global_candidates` reports per question with the LLM (an upper bound on stand-in reports)."
+    if self.mode != "global": return
+    report = work.standin(self.report_chars)
+    for i in instances:
+        work.ask_each(self.rate_prompt, [{"question": i.query, "report": f"[{j}] {report}"} for j in range(self.global_candidates)],
+                      exact=False, upper=True)

@@ -510,3 +510,10 @@ def stats(self: PeerSystem) -> dict:
     if self.env is not None:
         out.update({"package": self.env.lock.package, "version": self.env.lock.version, "env_setup_seconds": self.env.setup_seconds})
     return {**out, **self.counts}
+
+# %% ../../../nbs/30_peers.ipynb #bf27fecd
+@patch
+def plan_index(self: PeerSystem, work):
+    "Not estimated: the package decides its own calls (`fanin table peers_costs` shows what a built one cost)."
+    work.unknown("peer", f"not estimated: {work.name}'s own package decides its calls",
+                 f"{work.name} ({getattr(work, 'domain', '')}): a peer package's index calls are not planned; `fanin table peers_costs` shows a built one's")

@@ -214,3 +214,12 @@ def _hops(self: PPRSystem, query, chunks):
     if not len(seeds): return float("inf")
     d = dijkstra(self.T, directed=False, indices=seeds, unweighted=True, min_only=True)
     return float(d[chunks].min())
+
+# %% ../../../nbs/20_ppr.ipynb #0cd382d0
+@patch
+def plan_index(self: PPRSystem, work):
+    "`mode=llm`: one exact OpenIE call per chunk; `mode=ner`: the spaCy parse."
+    if self.mode == "llm":
+        work.ask_each(self.prompt, [{"passage": t} for t in work.chunks(self)])
+        work.flush()
+    elif self.nlp_cache: work.parse(self)

@@ -17,7 +17,8 @@ from ..judging.metrics import unit_docs
 from .flat import System, loss
 
 # %% auto #0
-__all__ = ['split_of', 'shape_features', 'FanInClassifier', 'llm_fan_in', 'train_dataset_node', 'RouterSystem', 'routing_report']
+__all__ = ['split_of', 'shape_features', 'FanInClassifier', 'llm_fan_in', 'train_dataset_node', 'RouterSystem', 'routing_report',
+           'plan_router_queries']
 
 # %% ../../../nbs/22_router.ipynb #1f49935c
 def split_of(instance_id: str, train_share: float = 0.5, seed: int = 0) -> str:
@@ -103,6 +104,7 @@ class RouterSystem(System):
     "Fine-grained retrieval for predicted single-source questions, coarse-to-fine for the others."
     name = "router"
     index_format = 2  # 1: classifier.pkl (pickle); 2: classifier.json (FanInClassifier.to_dict)
+    composite = ("fine", "coarse")   # `fanin plan` plans each part as a system of its own (building the router builds both)
 
     def __init__(self, fine, coarse, dataset, name="router", estimator: str = "classifier", coarse_k: int = 10, widen: int = 20,
                  train_share: float = 0.5, train_domains="all", train_root: str | None = None, seed: int = 0,
@@ -209,3 +211,15 @@ def routing_report(router_folder, component_folders=(), bins=None) -> tuple[pd.D
     cmp = pd.DataFrame([{"system": s, "questions": int(d.instance_id.isin(ids).sum()), "er": d[d.instance_id.isin(ids)].er.mean(),
                          "ep": d[d.instance_id.isin(ids)].ep.mean(), "hit": d[d.instance_id.isin(ids)].hit.mean()} for s, d in rows])
     return acc, cmp
+
+# %% ../../../nbs/22_router.ipynb #3510f4e5
+def plan_router_queries(node, work, instances) -> None:
+    "`estimator=llm`: one fan-in estimate per question, asked of the LLM (the classifier costs no model)."
+    from fanin.models.llm import LLMError
+    if node.get("estimator") != "llm": return
+    for i in instances:
+        try: llm_fan_in(work.llm, i.query, node.get("prompt", "fanin_estimate"), work.name)
+        except LLMError: pass
+
+
+RouterSystem.plan_composite_queries = staticmethod(plan_router_queries)

@@ -129,3 +129,10 @@ def locate(self: WikiSystem, query, docs, instance=None):
     stop = deep[0].meta["stop"] if deep else "no page to read"
     return locate_in_ranking(deep, docs, self.corpus, gone, f"wiki: the read loop ended ({stop}, at most {self.max_calls} calls) "
                              "before it read a wiki page citing it")
+
+# %% ../../../nbs/23_wiki.ipynb #b51799b8
+@patch
+def plan_index(self: WikiSystem, work):
+    "Dense windows, then at most `max_pages` pages, each on passages capped at `page_chars`."
+    DenseSystem.plan_index(self, work)
+    work.ask_upto(self.prompt, "passages", self.page_chars, self.max_pages)
