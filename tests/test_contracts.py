@@ -31,7 +31,7 @@ def test_every_config_builds_its_contract(group, base):
 
 def test_a_config_pointing_at_the_wrong_kind_of_object_is_refused():
     with pytest.raises(ConfigError, match=r"builds a ProxyJudge, not a fanin\.judging\.evidence\.EvidenceJudge"):
-        make_evidence_judge(OmegaConf.create({"_target_": "fanin.judging.judges.ProxyJudge"}))
+        make_evidence_judge(OmegaConf.create({"_target_": "fanin.judging.proxy_judges.ProxyJudge"}))
     with pytest.raises(ConfigError, match=r"not a fanin\.judging\.judges\.Judge"):
         make_judge(OmegaConf.create({"_target_": "fanin.judging.evidence.DocumentEvidenceJudge"}))
 

@@ -23,7 +23,9 @@ def test_a_judge_is_checked_on_cases_of_the_types_it_grades(tmp_path):
     """GraphRAG-Bench's judge grades FB / OE answers with its LLM: it declares its own labelled set (32 cases in those types), so
     its agreement is measured on answers it can judge, not reported as 0 on WildGraphBench's types; a card says when cases
     went unjudged."""
-    from fanin.judging.judges import GraphRAGBenchJudge, Judge, agreement_label, load_cases
+    from fanin.judging.agreement import agreement_label, load_cases
+    from fanin.judging.judges import Judge
+    from fanin.judging.llm_judges import GraphRAGBenchJudge
     from fanin.core.config import resolve_path
     assert Judge.cases is None and GraphRAGBenchJudge.cases.endswith("graphrag_bench_cases.jsonl")
     rows = load_cases(resolve_path(GraphRAGBenchJudge.cases))

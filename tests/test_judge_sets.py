@@ -13,7 +13,7 @@ import pytest
 
 from conftest import need_real_data
 
-from fanin.judging.judges import load_cases
+from fanin.judging.agreement import load_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 META = ROOT / "data" / "judge_meta"

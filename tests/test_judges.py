@@ -4,7 +4,8 @@ import math
 import pandas as pd
 import pytest
 
-from fanin.judging.judges import (ProxyJudge, ac_normalise, answer_table, containment, exact_match, gb_ar, gb_choice_accuracy,
+from fanin.judging.proxy_judges import ProxyJudge
+from fanin.judging.judges import (ac_normalise, answer_table, containment, exact_match, gb_ar, gb_choice_accuracy,
                           gb_multi_select_accuracy, pooled_accuracy, statement_prf, summary_aggregate, token_f1)
 from fanin.core.schema import Answer, Instance
 

@@ -7,8 +7,10 @@ import pytest
 import yaml
 
 from fanin.doors.cli import main
-from fanin.judging.judges import (DEFAULT_CASES, GraphRAGBenchJudge, Judge, KeyFactJudge, WildGraphBenchJudge, agreement_label,
-                          judge_agreement, judge_check, load_cases, meets_bar)
+from fanin.judging.agreement import agreement_label, judge_agreement, judge_check, load_cases, meets_bar
+from fanin.judging.judges import DEFAULT_CASES, Judge
+from fanin.judging.llm_judges import GraphRAGBenchJudge, WildGraphBenchJudge
+from fanin.judging.proxy_judges import KeyFactJudge
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ def _share(rows, kinds):
 
 
 def test_semfact_on_the_held_out_cases(capsys, tmp_path):
-    from fanin.judging.judges import meets_bar
+    from fanin.judging.agreement import meets_bar
     from sklearn.metrics import cohen_kappa_score
     rows = _check("semfact", capsys, tmp_path)
     assert len(rows) == 200

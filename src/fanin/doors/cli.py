@@ -211,7 +211,7 @@ def cmd_judge_check(overrides, cases=None, out=None, record=None) -> dict:
     for them pooled (`set=held_out`). Returns {set: summary}."""
     import contextlib
     import pandas as pd
-    from fanin.judging.judges import MIN_ACCURACY, MIN_KAPPA, case_agreement, judge_check, load_cases, meets_bar
+    from fanin.judging.agreement import MIN_ACCURACY, MIN_KAPPA, case_agreement, judge_check, load_cases, meets_bar
     from fanin.run.components import make_judge
     from fanin.results.lab_report import judge_record
     from fanin.models.roles import make_llm
@@ -283,7 +283,7 @@ def cmd_eval_wgb(predictions, overrides, out=None, answers=False, system=None) -
     from fanin.run.components import load_dataset, make_judge
     from fanin.core.config import config_hash
     from fanin.core.files import atomic_write
-    from fanin.judging.judges import judge_agreement
+    from fanin.judging.agreement import judge_agreement
     from fanin.models.roles import make_llm
     from fanin.judging.wgb_eval import RULES, eval_card, evaluate, match_predictions, predictions_from_answers, read_predictions, wgb_summary
     cfg = compose(eval_wgb_overrides(overrides))

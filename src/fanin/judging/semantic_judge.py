@@ -13,7 +13,8 @@ from functools import lru_cache
 import numpy as np
 from text_to_num import alpha2digit
 
-from .judges import Judge, _stem, degenerate_answer, numbers, sentences
+from .judges import Judge, _stem, degenerate_answer, sentences
+from .proxy_judges import numbers
 from ..core.schema import gold_statements
 from ..core.text import lexical_tokens
 
@@ -50,7 +51,7 @@ def spelled_digits(text: str) -> str:
 
 
 def key_numbers(text: str) -> set[str]:
-    "The numbers of a text, digits and spelt-out alike, normalised as `judges.numbers` writes them."
+    "The numbers of a text, digits and spelt-out alike, normalised as `proxy_judges.numbers` writes them."
     return numbers(spelled_digits(text))
 
 # %% ../../../nbs/13a_semantic_judge.ipynb #d928955e

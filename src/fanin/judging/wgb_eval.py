@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .judges import Judge, agreement_label, pooled_accuracy, statement_prf, summary_aggregate, wgb_accuracy
+from .judges import Judge, pooled_accuracy, statement_prf, summary_aggregate, wgb_accuracy
+from .agreement import agreement_label
 from ..models.llm import LLM, LLMError
 from ..models.prompts import load_prompt
 from ..core.schema import Answer, Instance, Judgment, gold_statements

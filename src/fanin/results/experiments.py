@@ -413,7 +413,7 @@ def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max
     "Driver: every reader answers the same packs, every judge scores every reader's answers; the ablation's tables (see above)."
     import json as _json
     from fanin.results.ablation import ablation_tables
-    from fanin.judging.judges import agreement_label
+    from fanin.judging.agreement import agreement_label
     from fanin.results.lab_report import answer_dirs, answer_setting_line
     from fanin.run.pipeline import run
     base = list(overrides) + [f"answer.max_failed_share={max_failed_share}"]

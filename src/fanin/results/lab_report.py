@@ -102,7 +102,7 @@ def answer_metrics(folders) -> pd.DataFrame:
 def answer_setting_line(folders) -> str:
     """The setting card of an answer table: retrieval setting, reader and its model, the evidence budget and how much of the
     packs the reader saw, every judge with its model and its measured agreement, prompt versions, calls, cache, tokens."""
-    from fanin.judging.judges import agreement_label
+    from fanin.judging.agreement import agreement_label
     dirs = answer_dirs(folders)
     if not dirs: return "no judged answers"
     am = [read_manifest(d) for d in dirs]

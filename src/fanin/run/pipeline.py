@@ -28,7 +28,8 @@ from ..core.config import (ConfigError, check_params, compose, config_dir, confi
 from ..core.files import atomic_open, atomic_write, completion_record, finished, record_finished, unfinished
 from ..core.fingerprints import (DamagedFile, check_stamp, code_fingerprint, corpus_fingerprint, llm_identity, model_fingerprint, quarantine,
                                 questions_fingerprint, read_stamps, usable, write_stamp)
-from ..judging.judges import answer_table, judge_agreement
+from ..judging.judges import answer_table
+from ..judging.agreement import judge_agreement
 from ..core.locks import exclusive
 from ..models.llm import LLM, EndpointError, Ledger
 from ..models.roles import ROLES, make_llm, make_llms, role_node, running

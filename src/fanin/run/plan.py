@@ -374,7 +374,7 @@ def _answer(self: Planner, cfg: DictConfig, packs: dict | None) -> list:
 def _judge(self: Planner, cfg: DictConfig, answers: list):
     "The LLM answer judges over the answers, and each LLM judge's agreement check on its labelled cases (once a judge and model)."
     from fanin.run.components import make_judge
-    from fanin.judging.judges import judge_check, load_cases
+    from fanin.judging.agreement import judge_check, load_cases
     from fanin.run.pipeline import judge_nodes
     judges = [j for j in map(make_judge, judge_nodes(cfg)) if j.kind == "llm"]
     if not judges: return
