@@ -8,7 +8,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from fanin.core.config import ConfigError, compose, repo_root
+from fanin.core.config import DECLARED_KEYS, ConfigError, compose, repo_root
 from fanin.judging.evidence import EvidenceJudge
 from fanin.judging.judges import Judge
 from fanin.run.components import load_dataset, make_evidence_judge, make_judge
@@ -27,6 +27,19 @@ def test_every_config_builds_its_contract(group, base):
         obj = getattr(importlib.import_module(mod), name)
         if inspect.isclass(obj): assert issubclass(obj, base), f"{f.name}: {t} is not a {base.__name__}"
         else: raise AssertionError(f"{f.name}: {t} is a function, not a {base.__name__}")
+        # one constructor contract: every YAML key, `name` included, is a keyword of __init__
+        params = inspect.signature(obj.__init__).parameters
+        keys = {k for k in yaml.safe_load(f.read_text()) if not k.startswith("_") and k not in ("defaults", *DECLARED_KEYS)}
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        assert "name" in params and (takes_any or keys <= set(params)), f"{f.name}: {t}.__init__ lacks {sorted(keys - set(params))}"
+
+
+def test_the_base_classes_take_a_name():
+    "A judge or system that only sets class attributes still accepts the `name` its YAML passes."
+    class Bare(Judge): kind = "proxy"
+    class BareEvidence(EvidenceJudge): pass
+    class BareSystem(System): pass
+    assert Bare(name="mine").name == "mine" and BareEvidence(name="ev").name == "ev" and BareSystem(name="s").name == "s"
 
 
 def test_a_config_pointing_at_the_wrong_kind_of_object_is_refused():

@@ -94,6 +94,10 @@ class EvidenceJudge:
     every question, no model started)."""
     name, kind = "evidence", "deterministic"
 
+    def __init__(self, name: str | None = None):
+        "Every key of its YAML, `name` included, arrives as a keyword of `__init__` (as for systems): a subclass passes `name` here."
+        if name: self.name = name
+
     def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
 
     def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None, texts=None) -> EvidenceJudgment:

@@ -191,6 +191,10 @@ class Judge:
     frozen_cases: str | tuple | None = None   # held-out sets of a judge with its own `cases`; the lab's: frozen*_cases.jsonl
     development_sets: tuple = ()  # file names of labelled sets it was adjusted on besides its tuning set: reported, not held out
 
+    def __init__(self, name: str | None = None):
+        "Every key of its YAML, `name` included, arrives as a keyword of `__init__` (as for systems): a subclass passes `name` here."
+        if name: self.name = name
+
     def setting(self) -> dict: return {"judge": self.name, "kind": self.kind}
 
     def cases_path(self, cases=None):

@@ -113,8 +113,12 @@ def answer_setting_line(folders) -> str:
     readers = sorted({f"{m['reader']['reader']} ({m['reader']['prompt']}, {m['reader']['closed_book_prompt']}, evidence budget = "
                       f"context {m['llm'].get('context_tokens')} - prompt - max_tokens {m['reader']['max_tokens']} - margin "
                       f"{m['reader'].get('margin_tokens')} tokens of {m.get('tokenizer', '?')}"
-                      + (f", capped at {m['reader']['evidence_tokens']}" if m['reader'].get('evidence_tokens') else "") + ")" for m in am})
-    llms = sorted({f"{m['llm']['provider']}:{m['llm']['model']} (T={m['llm']['temperature']}, seed={m['llm']['seed']})" for m in am})
+                      + (f", capped at {m['reader']['evidence_tokens']}" if m['reader'].get('evidence_tokens') else "") + ")"
+                      if m.get("llm") else   # a reader that runs no model (answers read from a file) says where they came from
+                      f"{m['reader']['reader']} (answers read from {m['reader'].get('answer_file')}, sha256 {m['reader'].get('sha256')})"
+                      for m in am})
+    llms = sorted({f"{m['llm']['provider']}:{m['llm']['model']} (T={m['llm']['temperature']}, seed={m['llm']['seed']})"
+                   if m.get("llm") else f"none ran ({m['reader'].get('model')})" for m in am})
     shown = sum(m.get("questions", 0) - m.get("failed", 0) for m in am)
     trunc = sum(m.get("truncated", 0) for m in am)
     judges = sorted({f"{j['judge']}[{'rules' if j['kind'] == 'proxy' else 'llm ' + j.get('model', '?') + ' ' + ','.join(j.get('prompts', []))}; "

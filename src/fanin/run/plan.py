@@ -191,11 +191,13 @@ def _index(self: Planner, cfg: DictConfig, domain: str, label: str | None = None
         self.add("index", name, domain, "none", "", 0, 0, basis="built: loaded, not rebuilt"); return
     system = light_system(cfg)
     if system is None: return self.router_index(cfg, domain)
-    work = Work(self, cfg, name, domain, corpus)
+    work, before = Work(self, cfg, name, domain, corpus), len(self.rows)
     if system.needs_llm and type(system).plan_index is System.plan_index:   # an LLM system that has not declared its work
         work.unknown(work.llm.model, f"not estimated: {type(system).__name__} does not declare its model work (System.plan_index)")
     else: system.plan_index(work)
     work.flush()
+    if len(self.rows) == before:   # planned, and nothing to compute: said, so every system of the run shows in the plan
+        self.add("index", name, domain, "none", "", 0, 0, basis="no model work (as the system declares)")
 
 
 def _parse(self: Planner, name: str, domain: str, system, corpus):
@@ -464,12 +466,14 @@ def _render(self: Plan) -> str:
     "The plan as the terminal shows it."
     r = self.rows
     lines = [f"plan: fanin run {' '.join(self.overrides)} --stages {','.join(self.stages)}  (no model was called)"]
-    built = r[r.kind == "none"]
+    idle = r[(r.kind == "none") & r.basis.str.startswith("no model work")]
+    built = r[(r.kind == "none") & ~r.index.isin(idle.index)]
     work = r[r.kind != "none"]
     if len(work):
         show = work.drop(columns=["rate_source"]).assign(basis=work.basis.str.slice(0, 48))
         lines.append(show.to_string(index=False, na_rep="?"))
     if len(built): lines.append(f"indexes already built (loaded, nothing to compute): {len(built)} ({', '.join(sorted(set(built.system)))})")
+    if len(idle): lines.append(f"indexes built without a model (nothing to plan): {len(idle)} ({', '.join(sorted(set(idle.system)))})")
     t = self.totals()
     if len(t):
         lines.append("totals (parse: prompt_tokens = characters; embed: requests = windows):")
