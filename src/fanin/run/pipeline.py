@@ -15,9 +15,10 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,11 +41,11 @@ from .components import (git_commit, index_store, load_dataset, make_evidence_ju
                               versions, write_manifest, read_manifest, read_packs, write_records, answer_folder, judgment_folder)
 
 # %% auto #0
-__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
+__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'RUN_STAGES', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
            'check_run_inputs', 'stage_index', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
            'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes',
            'stage_evidence', 'judge_nodes', 'needs_llm', 'require_context', 'needs_llm_server', 'run_answers',
-           'run_system', 'system_configs', 'run', 'collect']
+           'run_system', 'RunState', 'RunStage', 'system_configs', 'run', 'collect']
 
 # %% ../../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -461,56 +462,108 @@ def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, ds=Non
         return _run_system(cfg, stages, ds, folder, llm, llms)
 
 
+# %% ../../../nbs/07_pipeline.ipynb #0945900f
+@dataclass
+class RunState:
+    "What the stages of one run share; the stages fill `df` (per-question metrics), `summary` and `failures` for the manifest."
+    cfg: DictConfig
+    stages: Sequence[str]
+    ds: Any
+    folder: Path
+    llm: Any
+    llms: dict
+    ledger: Ledger
+    df: pd.DataFrame | None = None
+    summary: dict = field(default_factory=dict)
+    failures: list = field(default_factory=list)
+
+# %% ../../../nbs/07_pipeline.ipynb #46b326d3
+def _index_only(s: RunState):
+    "Build (or load) every domain's index without retrieving (`--stages index`)."
+    write_manifest(s.folder, index={d: stage_index(s.cfg, s.ds, d, s.llm, s.folder).stats() for d in s.ds.domains})
+
+
+def _retrieve(s: RunState):
+    "Every question's pack (building or loading the indexes first)."
+    write_manifest(s.folder, index=stage_retrieve(s.cfg, s.ds, s.folder, s.llm))
+
+# %% ../../../nbs/07_pipeline.ipynb #cf186d50
+def _evaluate(s: RunState):
+    "The evidence metrics of every pack; a failed share past `max_failed_share` is a failure of the run."
+    s.df = df = stage_evaluate(s.cfg, s.ds, s.folder)
+    ok = df[df.status == "ok"]
+    s.summary = {"questions": int(len(df)), "failed": int((df.status == "failed").sum()),
+                 **{m: float(ok[m].mean()) if len(ok) else None for m in ("er", "ep", "hit")}}
+    allowed = float(s.cfg.get("max_failed_share", 0.0))
+    if s.summary["failed"] / max(1, len(df)) > allowed:
+        s.failures.append(f"retrieve {s.cfg.system.name}: {s.summary['failed']} of {len(df)} questions failed (allowed share "
+                          f"{allowed:g}; reasons in {s.folder / 'failures.jsonl'}). The packs that succeeded are kept; rerun to retry the failures.")
+
+
+def _tables(s: RunState):
+    "The run's tables, from the metrics this call computed."
+    if s.df is not None: stage_tables(s.cfg, s.df, s.folder)
+
+# %% ../../../nbs/07_pipeline.ipynb #a8400e0a
+def _evidence(s: RunState):
+    "The evidence judges' ER / EP of the packs."
+    ev = stage_evidence(s.cfg, s.ds, s.folder, s.llm)
+    s.summary["evidence"] = {j: {"er": float(g.er.mean()), "ep": float(g.ep.mean()), "failed": int((g.status != "ok").sum())}
+                             for j, g in ev.groupby("judge")} if len(ev) else {}
+
+
+def _answers(s: RunState):
+    "The reader's answers and the judges' grades, on the roles' LLMs (started here when the caller gave none)."
+    own = not s.llms
+    if own:
+        s.llms = make_llms(s.cfg)
+        for x in {id(v): v for v in s.llms.values()}.values(): x.ledger = s.ledger
+    with running(s.llms, [r for r in ("reader", "judge") if own and needs_llm(s.cfg, s.stages, r)]):
+        s.summary.update(run_answers(s.cfg, s.stages, s.ds, s.folder, s.llms))
+        s.failures += s.summary.pop("stage_failures", [])
+
+# %% ../../../nbs/07_pipeline.ipynb #9b02c598
+@dataclass(frozen=True)
+class RunStage:
+    "One row of the stage table: its name, its function, and which requested stages call for it."
+    name: str
+    run: Callable[[RunState], None]
+    when: Callable[[Sequence[str]], bool]
+
+
+RUN_STAGES = (
+    RunStage("index", _index_only, lambda st: "index" in st and "retrieve" not in st),   # retrieve builds the index itself
+    RunStage("retrieve", _retrieve, lambda st: "retrieve" in st),
+    RunStage("evaluate", _evaluate, lambda st: "evaluate" in st),
+    RunStage("tables", _tables, lambda st: "tables" in st),
+    RunStage("evidence", _evidence, lambda st: "evidence" in st),
+    RunStage("answer, judge", _answers, lambda st: "answer" in st or "judge" in st),
+)
+
+# %% ../../../nbs/07_pipeline.ipynb #c3658b7d
 def _run_system(cfg, stages, ds, folder: Path, llm, llms) -> Path:
+    "One system through the stage table, between the integrity check and manifest before it and the ledger and manifest after."
     t0 = time.time()
     inputs = check_run_inputs(cfg, ds, folder, stages)
     write_manifest(folder, inputs=inputs, run_key=folder.name, experiment=cfg.experiment_name, system=cfg.system.name,
                    system_hash=system_hash(cfg), k=cfg.k, k_summary=cfg.get("k_summary"),
                    config=OmegaConf.to_container(cfg, resolve=True), data=ds.snapshot(),
                    versions=versions(), git_commit=git_commit(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    ledger = Ledger()  # this run's calls only (an LLM-built index's included), every role's
-    llms = dict(llms or ({r: llm for r in ROLES} if llm is not None else {}))
-    for x in {id(v): v for v in llms.values()}.values(): x.ledger = ledger
-    if llm is not None: llm.ledger = ledger
-    try:
-        if "index" in stages and "retrieve" not in stages:
-            stats = {d: stage_index(cfg, ds, d, llm, folder).stats() for d in ds.domains}
-            write_manifest(folder, index=stats)
-        if "retrieve" in stages:
-            write_manifest(folder, index=stage_retrieve(cfg, ds, folder, llm))
-    except IndexBuildFailed as e:   # recorded in the folder; the run is not finished
-        write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary={"index_failed": e.record}, finished=None)
-        raise
-    df = None
-    if "evaluate" in stages: df = stage_evaluate(cfg, ds, folder)
-    if "tables" in stages and df is not None: stage_tables(cfg, df, folder)
-    summary, failures = {}, []
-    if df is not None:
-        ok = df[df.status == "ok"]
-        summary = {"questions": int(len(df)), "failed": int((df.status == "failed").sum()),
-                   **{m: float(ok[m].mean()) if len(ok) else None for m in ("er", "ep", "hit")}}
-        allowed = float(cfg.get("max_failed_share", 0.0))
-        if summary["failed"] / max(1, len(df)) > allowed:
-            failures.append(f"retrieve {cfg.system.name}: {summary['failed']} of {len(df)} questions failed (allowed share "
-                            f"{allowed:g}; reasons in {folder / 'failures.jsonl'}). The packs that succeeded are kept; rerun to retry the failures.")
-    if "evidence" in stages:
-        ev = stage_evidence(cfg, ds, folder, llm)
-        summary["evidence"] = {j: {"er": float(g.er.mean()), "ep": float(g.ep.mean()), "failed": int((g.status != "ok").sum())}
-                               for j, g in ev.groupby("judge")} if len(ev) else {}
-    if "answer" in stages or "judge" in stages:
-        own = not llms
-        if own:
-            llms = make_llms(cfg)
-            for x in {id(v): v for v in llms.values()}.values(): x.ledger = ledger
-        with running(llms, [r for r in ("reader", "judge") if own and needs_llm(cfg, stages, r)]):
-            summary.update(run_answers(cfg, stages, ds, folder, llms))
-            failures += summary.pop("stage_failures", [])
-    if llms or llm is not None:
-        ledger.write(folder / "ledger.json")
-        summary["ledger"] = {k: v for k, v in ledger.to_dict().items() if k != "by_stage_system"}
-    if failures: summary["stage_failures"] = failures
-    write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary=summary,
-                   finished=None if failures else time.strftime("%Y-%m-%dT%H:%M:%S"))
+    s = RunState(cfg, stages, ds, folder, llm, dict(llms or ({r: llm for r in ROLES} if llm is not None else {})), Ledger())
+    for x in {id(v): v for v in s.llms.values()}.values(): x.ledger = s.ledger   # this run's calls only, every role's
+    if llm is not None: llm.ledger = s.ledger
+    for stage in RUN_STAGES:
+        if not stage.when(stages): continue
+        try: stage.run(s)
+        except IndexBuildFailed as e:   # recorded in the folder; the run is not finished
+            write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary={"index_failed": e.record}, finished=None)
+            raise
+    if s.llms or llm is not None:
+        s.ledger.write(folder / "ledger.json")
+        s.summary["ledger"] = {k: v for k, v in s.ledger.to_dict().items() if k != "by_stage_system"}
+    if s.failures: s.summary["stage_failures"] = s.failures
+    write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary=s.summary,
+                   finished=None if s.failures else time.strftime("%Y-%m-%dT%H:%M:%S"))
     return folder
 
 # %% ../../../nbs/07_pipeline.ipynb #pl_configs
