@@ -14,7 +14,7 @@ BUILD_LOCK := requirements-build.lock
 TORCH_GPU ?= torch==2.13.0
 GPU_LOCK  := requirements-gpu.lock
 
-.PHONY: setup setup-gpu lock data-ready reproduce reproduce-full answers structured reproduce-gpu test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
+.PHONY: setup setup-gpu lock data-ready reproduce reproduce-full answers structured reproduce-gpu lint test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
 
 setup: $(VENV)/.installed
 
@@ -112,7 +112,13 @@ ablation: data-ready setup
 
 # PYTEST_ARGS: extra pytest arguments, e.g. make test PYTEST_ARGS="-k peers --durations=20"
 PYTEST_ARGS ?=
+# ruff ([tool.ruff] in pyproject.toml) on the source notebooks and the tests: unused/undefined names and likely bugs, not style
+lint: setup
+	$(VENV)/bin/ruff check nbs tests
+
+# the lint first: a defect it catches fails the run in seconds, before the slow suite starts
 test: setup browser
+	$(VENV)/bin/ruff check nbs tests
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 # the fault run: every kind of injected fault (data, config, staleness, interruption, concurrency, endpoint, caches, secrets, the

@@ -6,7 +6,7 @@ from fanin.run.pipeline import run
 
 def test_a_beir_layout_dataset_loads_and_runs(tmp_path):
     from fanin.core.config import repo_root
-    over = [f"dataset=beir", f"dataset.root={repo_root() / 'tests' / 'fixtures' / 'beir_tiny'}", f"paths.outputs={tmp_path / 'outputs'}",
+    over = ["dataset=beir", f"dataset.root={repo_root() / 'tests' / 'fixtures' / 'beir_tiny'}", f"paths.outputs={tmp_path / 'outputs'}",
             "progress=false", "experiment_name=test", "system=bm25", "k=2", "k_summary=2"]
     f = run(over)[0]
     m = pd.read_csv(f / "metrics.csv").set_index("instance_id")

@@ -2,7 +2,6 @@
 line naming it and rebuilt; a packs file cut in half is moved aside and its packs retrieved again by the next run, and a stage
 that cannot rebuild it names the file and the command that does."""
 import gzip
-import sqlite3
 
 import numpy as np
 import pytest

@@ -8,7 +8,7 @@ import pytest
 
 from fanin.results.diagnosis import PACK_STEPS, attribute, diagnose, loss_table
 from fanin.judging.metrics import evidence_metrics
-from fanin.core.schema import Corpus, Document, Instance, Pack, Unit
+from fanin.core.schema import Corpus, Document, Instance, Pack
 from fanin.systems.flat import BM25System, ClosedBookSystem, LongContextSystem, System, loss
 
 CORPUS = Corpus("toy", [

@@ -3,7 +3,6 @@ model's parameter rules, a server that answers json_schema with HTTP 500, empty 
 wrong model name, another server serving the same model name, an optional key; and a hostile or broken endpoint: a key quoted
 back, a reply dripped a byte at a time, Retry-After, a redirect to another host, a reply far past its token limit, a
 certificate the client cannot verify; a disk that refuses a cache write, a cut ledger."""
-import json
 import time
 
 import pytest
@@ -206,7 +205,7 @@ def test_a_certificate_the_client_cannot_verify_is_named_with_its_fix(tmp_path, 
             _llm(s, tmp_path).chat(Q)
         msg = str(e.value)
         assert "certificate" in msg and "self-signed" in msg and "SSL_CERT_FILE" in msg and "\n" not in msg
-        with pytest.raises(LLMError, match="SSL_CERT_FILE") as e2:   # a call without a preflight says the same, unretried
+        with pytest.raises(LLMError, match="SSL_CERT_FILE"):   # a call without a preflight says the same, unretried
             (llm := _llm(s, tmp_path, preflight=False, max_retries=3, backoff_s=2.0)).chat(Q)
         assert llm.ledger.totals()["retries"] == 0
         monkeypatch.setenv("SSL_CERT_FILE", cert)   # the fix the message names
@@ -242,7 +241,7 @@ def test_the_ledger_is_written_whole_and_a_cut_one_is_one_line(tmp_path):
 
 
 def test_embeddings_from_an_endpoint_keep_keys_out_of_errors_and_refuse_another_host(tmp_path, monkeypatch):
-    from fanin.models.endpoint_embeddings import EmbeddingEndpointError, OpenAICompatibleEmbedder
+    from fanin.models.endpoint_embeddings import OpenAICompatibleEmbedder
     monkeypatch.setenv("LAB_GATEWAY_TOKEN", TOKEN)
     with StandIn(echo_key="error") as s:
         url = s.base_url.replace("://", "://lab:url-secret-1234@")   # a key written into the URL, too

@@ -1,7 +1,6 @@
 """Packs from a file are scored as the lab's own: a lab run's packs, written in the lab's format and in benchmark-qed's, give the
 same metrics as the run itself (fixture, and one real WildGraphBench domain); bad files stop before any work; a changed file
 recomputes; a file's deeper ranking locates a missed page where the lab's own system does."""
-import gzip
 import json
 
 import pandas as pd

@@ -1,7 +1,6 @@
 """The fusion study on the fixture corpus: its fast ER is the tables' ER (checked on every question against the packs
 `HybridSystem.retrieve` builds), the split keeps tuning and report questions apart, and every held-out cell carries its
 bootstrap interval."""
-import numpy as np
 import pytest
 
 from fanin.results.fusion import FUSION_GRID, fusion_candidates, fusion_study, split_rows

@@ -89,7 +89,7 @@ def test_the_real_samples_load_as_their_provenance_says():
 
 def test_passage_recall_through_the_pipeline(tmp_path):
     from fanin.run.pipeline import run
-    (folder,) = run([f"dataset=hipporag", f"dataset.root={FX}", "system=bm25", f"paths.outputs={tmp_path}", "progress=false",
+    (folder,) = run(["dataset=hipporag", f"dataset.root={FX}", "system=bm25", f"paths.outputs={tmp_path}", "progress=false",
                      "experiment_name=t", "k=5"])
     m = pd.read_csv(folder / "metrics.csv")
     assert {"recall@2", "recall@5"} <= set(m.columns) and len(m) == 4 and (m.status == "ok").all()
@@ -243,7 +243,7 @@ def test_fanin_data_fetches_the_samples_from_a_mirror_and_they_run(tmp_path, mon
     monkeypatch.setenv("FANIN_DATA_MIRROR", str(tmp_path / "mirror"))
     main(["data", "hipporag", "--dest", str(tmp_path / "hr")])
     assert f"dataset.root={tmp_path / 'hr'}" in capsys.readouterr().out
-    f = run([f"dataset=hipporag", f"dataset.root={tmp_path / 'hr'}", "dataset.domains=[musique_train]", f"paths.outputs={tmp_path / 'out'}",
+    f = run(["dataset=hipporag", f"dataset.root={tmp_path / 'hr'}", "dataset.domains=[musique_train]", f"paths.outputs={tmp_path / 'out'}",
              "progress=false", "experiment_name=test", "system=bm25", "k=5", "k_summary=5"])[0]
     import pandas as pd
     assert len(pd.read_csv(f / "metrics.csv")) == 100

@@ -182,7 +182,7 @@ def test_two_runs_of_the_same_folder_take_turns_and_build_once(data, tmp_path):
 
 def test_a_second_run_told_not_to_wait_stops_at_once_naming_the_holder(data, tmp_path):
     from fanin.core.config import compose
-    from fanin.core.locks import Busy, exclusive
+    from fanin.core.locks import exclusive
     from fanin.run.components import load_dataset, run_dir
     over = _over(tmp_path, data, "integrity.wait_for_lock=false")
     cfg = compose(over)
@@ -190,7 +190,7 @@ def test_a_second_run_told_not_to_wait_stops_at_once_naming_the_holder(data, tmp
     with exclusive(folder, "a test holder"):
         import subprocess, sys
         r = subprocess.run([sys.executable, "-m", "fanin.doors.cli", "run", *over], capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0 and f"in progress in PID" in r.stderr
+    assert r.returncode != 0 and "in progress in PID" in r.stderr
 
 
 # --- interruption ----------------------------------------------------------------------------------------------------

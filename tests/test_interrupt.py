@@ -1,7 +1,6 @@
 """Ctrl-C stops a run within seconds whatever the model is doing: with the endpoint hanging on calls in flight, `fanin run`
 exits 130 with one line (what was kept, how to resume) and no traceback, and the rerun resumes: the answers that finished
 are replayed from the cache, not asked again."""
-import os
 import signal
 import subprocess
 import sys

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from fanin.core.config import compose, instantiate
 from fanin.judging.llm_judges import WildGraphBenchJudge
 from fanin.models.llm import LLM, LLMError, parse_json_reply
 from fanin.models.local_models import EmbeddedServer

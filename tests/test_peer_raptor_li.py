@@ -5,7 +5,6 @@ fresh adapter process) returns the same evidence without a model call, and throu
 lab's cache with 0 calls to the model server."""
 import gzip
 import json
-import re
 import warnings
 from pathlib import Path
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from fanin.run.pipeline import run
 from fanin.systems.peers import ENV_MARKER, TIKTOKEN_FILES, Endpoint, PeerEnvError, PeerSystem, default_envs, peer_env, read_lock
 from fanin.data.wildgraphbench import WildGraphBench
 
@@ -329,7 +328,7 @@ def test_a_peer_through_the_pipeline_replays_its_build_from_the_lab_cache(peer, 
 
 
 def test_the_peers_experiment_composes():
-    from fanin.core.config import check_params, compose
+    from fanin.core.config import check_params
     from fanin.run.pipeline import system_configs
     cfgs = system_configs(["experiment=peers"])
     assert [c.system.name for c in cfgs] == ["bm25", "community", "raptor", "memory", "ppr", "mem0", "raptor_li", "nano_graphrag",

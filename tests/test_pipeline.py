@@ -1,5 +1,4 @@
 "End to end on the hand-made fixture: every system, resumability, manifest, tables, CLI."
-import gzip
 import json
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import pytest
 
 from fanin.core.config import compose
 from fanin.run.pipeline import run
-from fanin.run.components import run_dir, load_dataset
+from fanin.run.components import load_dataset
 from fanin.core.schema import Pack, read_jsonl
 
 SYSTEMS = "systems=[bm25,dense,long_context,oracle,closed_book]"

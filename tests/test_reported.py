@@ -1,6 +1,5 @@
 """The papers' tables as data (fanin.results.papers, fanin.results.paper_checks, fanin.results.paper_figures, fanin.results.paper_comparisons): loader, spot checks against the papers, consistency checks on hand-made
 tables with known mismatches, figures from the reported numbers alone, and configured comparisons."""
-import math
 import re
 
 import pandas as pd

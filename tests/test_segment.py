@@ -3,7 +3,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 from fanin.core.segment import TOKEN_RE, clean, count_tokens, segment_text, segment_units
 from fanin.core.schema import Unit

@@ -1,8 +1,6 @@
 """Experiment tables: one registry (configs/table/*.yaml, each a Hydra `_target_` driver) and one verb.
 `fanin table --list` prints one name per line; `fanin table NAME [overrides]` writes outputs/tables/NAME.csv (and its parts) under
 a setting line; an unknown name is refused with the registered names. The costs driver runs on a real BM25 run of the fixture."""
-import json
-from pathlib import Path
 
 import pytest
 import yaml
