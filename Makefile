@@ -114,11 +114,11 @@ ablation: data-ready setup
 PYTEST_ARGS ?=
 # ruff ([tool.ruff] in pyproject.toml) on the source notebooks and the tests: unused/undefined names and likely bugs, not style
 lint: setup
-	$(VENV)/bin/ruff check nbs tests
+	$(VENV)/bin/ruff check nbs tests templates
 
 # the lint first: a defect it catches fails the run in seconds, before the slow suite starts
 test: setup browser
-	$(VENV)/bin/ruff check nbs tests
+	$(VENV)/bin/ruff check nbs tests templates
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 # the fault run: every kind of injected fault (data, config, staleness, interruption, concurrency, endpoint, caches, secrets, the

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from fanin.core.config import compose, instantiate
-from fanin.models.llm import LLM, EndpointError, Ledger, LLMError, read_ledger, reply_bound
+from fanin.models.llm import LLM, EndpointError, Ledger, LLMError, reply_bound
+from fanin.models.llm_cache import read_ledger
 from fanin.models.local_models import free_port
 from openai_standin import StandIn, self_signed
 

@@ -63,7 +63,7 @@ class _Bench:
 
 class _Ledger:
     def totals(self):
-        from fanin.models.llm import LEDGER_FIELDS
+        from fanin.models.llm_cache import LEDGER_FIELDS
         return dict.fromkeys(LEDGER_FIELDS, 0)   # every field the lab's ledger keeps
 
 

@@ -234,7 +234,7 @@ def snapshot_problem(ds) -> str | None:
 STATS_COLUMNS = ["domain", "qtype", "questions", "fan_in_1", "fan_in_2", "fan_in_3", "fan_in_4", "fan_in_5plus", "unresolved_refs"]
 
 
-def stats_table(ds: Dataset) -> pd.DataFrame:
+def stats_table(ds: Dataset) -> "pandas.DataFrame":   # noqa: F821 (pandas is imported when called: the schema loads without it)
     "Questions per domain x question type (plus `all` rows) with counts by fan-in and unresolved references."
     import pandas as pd
     df = pd.DataFrame([{"domain": i.domain, "qtype": i.qtype, "fan_in": i.fan_in, "unres": len(i.meta.get("unresolved_refs", []))}

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
 
 # %% auto #0
 __all__ = ['TOKEN_RE', 'TOKENIZERS', 'clean_page', 'token_spans', 'count_tokens', 'chunk_spans', 'chunk_text', 'lexical_tokens']

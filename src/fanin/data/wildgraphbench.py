@@ -14,7 +14,7 @@ import stat
 import unicodedata
 import warnings
 from pathlib import Path
-from typing import Annotated, Sequence
+from typing import Annotated
 
 import pandas as pd
 from pydantic import AfterValidator, Field, field_validator
@@ -190,7 +190,7 @@ class WildGraphBench:
         if isinstance(domains, str): domains = [domains]
         bad = [d for d in domains if d not in DOMAINS]
         if bad: raise ConfigError(f"unknown WildGraphBench domain(s) {bad}; known: {', '.join(DOMAINS)}")
-        if not domains: raise ConfigError(f"dataset.domains is empty: name at least one domain, or dataset.domains=all")
+        if not domains: raise ConfigError("dataset.domains is empty: name at least one domain, or dataset.domains=all")
         if unresolved_refs not in UNRESOLVED_POLICIES:
             raise ConfigError(f"dataset.unresolved_refs={unresolved_refs!r}: expected one of {', '.join(UNRESOLVED_POLICIES)} "
                               f"(dataset.unresolved_refs=warn loads and warns, =fail stops)")
@@ -299,7 +299,7 @@ def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]
     "One domain's questions, references and page headers, checked against their schemas; nothing is resolved yet."
     problems, out = [], {"questions": [], "refs": [], "pages": {}, "headers": collections.defaultdict(list)}
     qa = self.root / "QA" / domain / "questions.jsonl"
-    elsewhere = f"restore it from the release (fanin data --dest DIR) or leave the domain out (dataset.domains=[...])"
+    elsewhere = "restore it from the release (fanin data --dest DIR) or leave the domain out (dataset.domains=[...])"
     if (kind := file_kind(qa)):
         problems.append(Problem(str(qa), None, "<file>", kind, f"the questions of domain {domain!r}, a regular file", elsewhere))
     else:

@@ -128,7 +128,6 @@ def bench_reader(overrides=(), n: int = 8, domain: str = "culture", k: int = 5) 
     from fanin.models.local_models import packaged_model
     from fanin.models.roles import make_llm, role_node
     from fanin.run.components import load_dataset
-    from fanin.judging.readers import Reader
     from fanin.core.schema import Pack
     cfg = compose([f"dataset.domains=[{domain}]", "system=bm25", "progress=false", *overrides])
     server = role_node(cfg, "reader").get("server")

@@ -10,9 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..core.config import ConfigError, compose, instantiate, redact, resolve_path
+from ..core.config import ConfigError, compose, redact, resolve_path
 from ..models.llm import LLMError
-from ..results.experiments import finished_runs, planned_runs, table_name
+from ..results.experiments import finished_runs, table_name
 from ..run.pipeline import StageFailed
 
 # %% auto #0
@@ -34,7 +34,7 @@ def headline(by_bin_csv) -> str:
 # %% ../../../nbs/09_cli.ipynb #cl10
 def cmd_run(overrides, stages):
     from fanin.run.pipeline import run
-    from fanin.models.llm import read_ledger
+    from fanin.models.llm_cache import read_ledger
     from fanin.results.lab_report import experiment_tables
     cfg = compose(overrides)
     stages = stages or list(cfg.get("stages") or ["index", "retrieve", "evaluate", "tables"])
@@ -127,7 +127,7 @@ def cmd_report(overrides):
     "Figures and outputs/report.md for the experiment (and the top-k sweep, where its runs exist)."
     from fanin.judging.metrics import fan_in_tables
     from fanin.run.pipeline import collect
-    from fanin.results.lab_report import fig_er_ep_by_fan_in, fig_topk, manifests, setting_line, write_report
+    from fanin.results.lab_report import fig_er_ep_by_fan_in, manifests, setting_line, write_report
     cfg = compose(overrides)
     folders = finished_runs(overrides)
     out = resolve_path(cfg.paths.outputs)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-import math
-import re
 from difflib import SequenceMatcher
 
 from pydantic import Field

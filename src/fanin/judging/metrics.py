@@ -10,7 +10,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd

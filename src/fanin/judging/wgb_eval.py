@@ -17,7 +17,7 @@ from .judges import Judge, pooled_accuracy, statement_prf, summary_aggregate, wg
 from .agreement import agreement_label
 from ..models.llm import LLM, LLMError
 from ..models.prompts import load_prompt
-from ..core.schema import Answer, Instance, Judgment, gold_statements
+from ..core.schema import Answer, Instance, gold_statements
 
 RULES = "wgb-eval@2"          # the version of these rules, on every card and row
 RELEASED = "BstWPY/WildGraphBench tools/eval.py (commit e3544e9)"

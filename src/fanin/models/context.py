@@ -5,7 +5,6 @@
 # %% ../../../nbs/11c_context.ipynb #fc12ae7a
 from __future__ import annotations
 
-import re
 
 from .llm import LLMError
 

@@ -5,35 +5,21 @@
 # %% ../../../nbs/11_llm.ipynb #e162890d
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import importlib.resources
 import json
 import os
 import random
 import re
-import signal
 import socket
-import ssl
-import sqlite3
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 from fastcore.basics import patch
 
 from ..core.config import known_context_tokens, public_url, redact
 from .spending import Budget, price_for
-from ..core.files import atomic_write, completion_record, unfinished
-from ..core.fingerprints import heal_sqlite
-from .llm_cache import (LEDGER_FIELDS, CallTimedOut, EndpointError, Ledger, LLMCache, LLMError, machine_fault, read_ledger,
-                             request_key)
+from .llm_cache import (CallTimedOut, EndpointError, Ledger, LLMCache, LLMError, request_key)
 from .transport import (RedirectRefused, ReplyTooLarge, _within, certificate_problem, guarded_http_client, key_values,
                              reply_bound, retry_after)
 

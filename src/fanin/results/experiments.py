@@ -411,7 +411,6 @@ def topk(overrides) -> Table:
 def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max_failed_share: float = 0.25, n_boot: int = 2000,
                           seed: int = 0) -> Table:
     "Driver: every reader answers the same packs, every judge scores every reader's answers; the ablation's tables (see above)."
-    import json as _json
     from fanin.results.ablation import ablation_tables
     from fanin.judging.agreement import agreement_label
     from fanin.results.lab_report import answer_dirs, answer_setting_line

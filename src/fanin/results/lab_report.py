@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..run.components import read_manifest
 from ..core.config import compose, resolve_path
 from ..core.files import atomic_open, atomic_write, unfinished
 from ..core.fingerprints import DamagedFile
-from ..models.llm import read_ledger
+from ..models.llm_cache import read_ledger
 from ..judging.metrics import add_fan_in_bin, fan_in_tables
 
 # %% auto #0
@@ -332,7 +331,7 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
              "## Setting", "",
              f"- **Data**: {data['dataset']} from {data['source']} at commit {data['commit']} (question files sha1 {data['qa_sha1']}), "
              f"read from `{Path(data['root']).name}`; {len(data['domains'])} domains; page boilerplate stripped: {data['clean']}.",
-             f"- **Systems**: " + "; ".join(f"`{m['system']}` (config {m['system_hash']}, run `{m['run_key']}`)" for m in ms),
+             "- **Systems**: " + "; ".join(f"`{m['system']}` (config {m['system_hash']}, run `{m['run_key']}`)" for m in ms),
              f"- **k**: {ms[0]['k']} units for single-/multi-fact questions, {ms[0].get('k_summary') or ms[0]['k']} for summary questions "
              "(long_context and oracle ignore k: budgeted slice / all gold documents).",
              "- **Embedder** (dense): " + ", ".join(sorted({m['index'][next(iter(m['index']))].get('embedder', '') for m in ms

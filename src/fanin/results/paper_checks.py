@@ -255,7 +255,7 @@ def check_graal_overall(rep: pd.DataFrame) -> list[dict]:
     from fanin.systems.graphs import graal_overall
     out = []
     for row, v in _cells(rep[rep.paper == "graal"], ["hit_rate", "avg_sentences", "overall"]):
-        (h, dh), (s, ds), (o, do) = v["hit_rate"], v["avg_sentences"], v["overall"]
+        (h, dh), (s, _), (o, do) = v["hit_rate"], v["avg_sentences"], v["overall"]
         rec = 100 * graal_overall(h / 100, s)
         out.append(finding(row, "graal_overall", "overall = harmonic(hit rate, 100 / #sentences)", o, rec,
                            half_unit(do) + half_unit(dh), "fractions: hit rate 0-1 and 100/#sentences read as a share"))

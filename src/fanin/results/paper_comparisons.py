@@ -5,7 +5,6 @@
 # %% ../../../nbs/24c_paper_comparisons.ipynb #paper_comparisons_imp
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re

@@ -5,7 +5,6 @@
 # %% ../../../nbs/24b_paper_figures.ipynb #paper_figures_imp
 from __future__ import annotations
 
-import csv
 import math
 import re
 from pathlib import Path

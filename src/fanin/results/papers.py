@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import math
 import re
-from importlib.metadata import version
 from pathlib import Path
 from typing import Sequence
 import pandas as pd

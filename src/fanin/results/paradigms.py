@@ -207,7 +207,7 @@ def pack_composition(folders) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["system", "kind", "units_per_pack", "share_of_chars", "docs_per_unit"])
 
 # %% ../../../nbs/31_paradigms.ipynb #75f1faf4
-def paradigms_tables(overrides) -> Table:
+def paradigms_tables(overrides) -> "fanin.results.experiments.Table":   # noqa: F821 (imported when called)
     "Driver: the paradigm tables (all, and one part per paradigm with a run system) and the pack composition of an experiment's runs."
     from fanin.core.config import compose
     from fanin.results.experiments import Table, finished_runs

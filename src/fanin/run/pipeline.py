@@ -6,17 +6,12 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import random
-import re
 import shutil
-import subprocess
 import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -24,16 +19,15 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from ..core.config import (ConfigError, check_params, compose, config_dir, config_hash, instantiate, k_for, repo_root,
-                          resolve_path, run_key, system_hash)
+from ..core.config import (ConfigError, check_params, compose, config_dir, instantiate, k_for, system_hash)
 from ..core.files import atomic_open, atomic_write, completion_record, finished, record_finished, unfinished
 from ..core.fingerprints import (DamagedFile, check_stamp, code_fingerprint, corpus_fingerprint, llm_identity, model_fingerprint, quarantine,
                                 questions_fingerprint, read_stamps, usable, write_stamp)
 from ..judging.judges import answer_table
 from ..judging.agreement import judge_agreement
 from ..core.locks import exclusive
-from ..models.llm import LLM, EndpointError, Ledger
-from ..models.roles import ROLES, make_llm, make_llms, role_node, running
+from ..models.llm import LLM, Ledger
+from ..models.roles import ROLES, make_llms, running
 from ..judging.metrics import add_fan_in_bin, evidence_metrics, fan_in_tables
 from ..core.schema import Answer, JsonlAppender, Pack, read_jsonl
 from .build_failures import IndexBuildFailed, clear_index_failure, record_index_failure

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from ..core.config import ConfigError, check_params, instantiate, k_for, resolve_path, system_hash
 from .plan_rates import Rate, bench_rates, cache_records, embed_rate, llm_rate, parse_rate
-from ..models.llm import LLM, LLMError, Ledger, read_ledger
+from ..models.llm import LLM, LLMError, Ledger
+from ..models.llm_cache import read_ledger
 
 # %% auto #0
 __all__ = ['STANDIN_CHARS', 'PLAN_COLUMNS', 'DryRun', 'light_system', 'index_state', 'unit_texts', 'window_texts', 'Planner',

@@ -16,7 +16,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from fastcore.basics import patch

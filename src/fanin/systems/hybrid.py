@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .flat import BM25System, ChunkedSystem, DenseSystem, top_k
+from .flat import BM25System, ChunkedSystem, DenseSystem
 
 
 def rrf(rankings: list[list[int]], weights: list[float] | None = None, rrf_k: float = 60.0) -> list[tuple[int, float]]:
