@@ -84,10 +84,10 @@ def test_bench_peer_lines_and_an_unbuildable_environment(tmp_path, monkeypatch):
     env = built_env("nano_graphrag")
     tiktoken_cache(default_envs().parent / "tiktoken", env.python)   # the folder linked below exists also when this test runs alone
     root = tmp_path / "root"
-    shutil.copytree(ROOT / "configs" / "peers" / "nano_graphrag", root / "configs" / "peers" / "nano_graphrag")
-    shutil.copy(ROOT / "configs" / "peers" / "protocol.py", root / "configs" / "peers" / "protocol.py")  # every adapter imports it
-    (root / "configs" / "peers" / "mem0").mkdir(parents=True)
-    (root / "configs" / "peers" / "mem0" / "requirements.lock").write_text(
+    shutil.copytree(ROOT / "peers" / "nano_graphrag", root / "peers" / "nano_graphrag")
+    shutil.copy(ROOT / "peers" / "protocol.py", root / "peers" / "protocol.py")  # every adapter imports it
+    (root / "peers" / "mem0").mkdir(parents=True)
+    (root / "peers" / "mem0" / "requirements.lock").write_text(
         f"# peer: fanin-no-such-peer==0.0.0\n# python: {sys.version_info[0]}.{sys.version_info[1]}\nfanin-no-such-peer==0.0.0\n")
     envs = tmp_path / "peers" / "envs"
     envs.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""HippoRAG 2 (hipporag 2.0.0a4) as a peer (fanin.systems.peers, configs/peers/hipporag/), on a CPU: end to end on the tiny fixture corpus
+"""HippoRAG 2 (hipporag 2.0.0a4) as a peer (fanin.systems.peers, peers/hipporag/), on a CPU: end to end on the tiny fixture corpus
 against a loopback OpenAI-compatible stand-in (canned replies in HippoRAG's own formats: named entities, triples, the recognition
 memory's fact filter). Its pinned environment is CPU only (torch's CPU build; no vLLM, whose import the adapter stands in for,
 and no nvidia-* libraries), so it stays small enough for `make test`; the index folder holds

@@ -1,4 +1,4 @@
-"""Mem0 (mem0ai 2.2.1) as a peer (fanin.systems.peers, configs/peers/mem0/): end to end on the tiny fixture corpus against a loopback
+"""Mem0 (mem0ai 2.2.1) as a peer (fanin.systems.peers, peers/mem0/): end to end on the tiny fixture corpus against a loopback
 OpenAI-compatible stand-in (canned replies Mem0's additive fact-extraction prompt parses), in both modes: raw (infer=False, the
 passages verbatim) and infer (the LLM rewrites passages into facts). Every unit maps to a corpus document; a reopened index (a
 fresh adapter process) returns the same evidence; a memory without a source document is counted, never dropped silently; and through

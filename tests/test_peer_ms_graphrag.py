@@ -1,4 +1,4 @@
-"""Microsoft GraphRAG (graphrag 3.3.0) as a peer (fanin.systems.peers, configs/peers/ms_graphrag/): its standard index end to end on the
+"""Microsoft GraphRAG (graphrag 3.3.0) as a peer (fanin.systems.peers, peers/ms_graphrag/): its standard index end to end on the
 tiny fixture corpus against a loopback OpenAI-compatible stand-in (canned replies GraphRAG's graph-extraction, gleaning and
 community-report prompts parse), queried in local and global mode for its context (not its answer: no answer call). Every unit
 maps to a corpus document; a reopened index (a fresh adapter process) returns the same evidence; a unit whose text units lost

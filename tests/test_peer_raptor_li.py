@@ -240,7 +240,7 @@ def test_raptor_li_survives_a_degenerate_clustering(raptor_env, tmp_path):
     import subprocess
     script, out = tmp_path / "probe.py", tmp_path / "probe.json"
     script.write_text(GMM_PROBE)
-    r = subprocess.run([str(raptor_env.python), str(script), str(out), str(ROOT / "configs" / "peers" / "raptor_li")],
+    r = subprocess.run([str(raptor_env.python), str(script), str(out), str(ROOT / "peers" / "raptor_li")],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(out.read_text())

@@ -340,7 +340,7 @@ def test_the_peers_experiment_composes():
 
 
 def test_a_peer_is_its_folder_and_its_system_config():
-    """A peer is configs/peers/<name>/ (adapter and lock) and configs/system/<name>.yaml: the peers benched, their modes and the
+    """A peer is peers/<name>/ (adapter and lock) and configs/system/<name>.yaml: the peers benched, their modes and the
     paradigms they are paired in are derived from those files, and each system config's mode is one its adapter declares."""
     from fanin.doors.bench import BENCH_PEERS
     from fanin.results.paradigms import declared_paradigms, system_declaration
@@ -352,7 +352,7 @@ def test_a_peer_is_its_folder_and_its_system_config():
     for f in sorted((ROOT / "configs" / "system").glob("*.yaml")):
         node = system_declaration(f.stem)
         if node.get("_target_") != "fanin.systems.peers.PeerSystem": continue
-        assert node["peer"] in peer_names(), f"{f.name}: no configs/peers/{node['peer']}/adapter.py"
+        assert node["peer"] in peer_names(), f"{f.name}: no peers/{node['peer']}/adapter.py"
         assert node["mode"] in adapter_modes(node["peer"]), f"{f.name}: mode {node['mode']!r} is not one its adapter declares"
         assert node["name"] in paired, f"{f.name}: declares no paradigm, so no paradigm table pairs it"
 
@@ -383,7 +383,7 @@ def test_a_peer_index_is_stale_when_its_adapter_or_lock_changes(tmp_path):
     import shutil
     from fanin.core.fingerprints import model_fingerprint
     from fanin.systems.peers import peers_dir
-    folder = tmp_path / "configs" / "peers" / "mem0"
+    folder = tmp_path / "peers" / "mem0"
     shutil.copytree(peers_dir() / "mem0", folder)
     for shared in ("passages.py", "protocol.py"):   # the passage cutter mem0 uses and the protocol every adapter speaks
         shutil.copy(peers_dir() / shared, folder.parent / shared)

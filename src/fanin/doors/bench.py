@@ -32,7 +32,7 @@ PEER_BENCH_BASE = ("experiment=peers",)
 
 
 def __getattr__(name: str):
-    """`BENCH_PEERS`: the peers `make bench` runs (`bench_main(peers=None)`): every peer of `configs/peers/` (`fanin.systems.peers.peer_names`),
+    """`BENCH_PEERS`: the peers `make bench` runs (`bench_main(peers=None)`): every peer of `peers/` (`fanin.systems.peers.peer_names`),
     the real packages, each in its own pinned environment."""
     if name == "BENCH_PEERS":
         from fanin.systems.peers import peer_names

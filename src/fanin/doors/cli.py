@@ -419,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--domains", default="culture,people"); b.add_argument("--systems", default="bm25,bm25s,dense,hybrid,long_context,oracle,closed_book")
     b.add_argument("--graph-domains", default="culture"); b.add_argument("--graph-systems", default="graph_retrieve,graal,ppr")
     b.add_argument("--one", nargs=2, metavar=("SYSTEM", "DOMAIN"), help=argparse.SUPPRESS)
-    b.add_argument("--peers", default=None, help="comma-separated peers benched on --peer-domain (default: every peer of configs/peers/, "
+    b.add_argument("--peers", default=None, help="comma-separated peers benched on --peer-domain (default: every peer of peers/, "
                                                  "fanin.doors.bench.BENCH_PEERS; '' = none)")
     b.add_argument("--peer-domain", default="mathematics"); b.add_argument("--scale", action="store_true", help="the scaling bench (fanin.doors.scale): every --scale-systems at every --sizes, growth exponents")
     b.add_argument("--scale-systems", default="bm25,bm25s,dense,hybrid,graal,ppr"); b.add_argument("--sizes", default="domain,all,x10")

@@ -39,8 +39,8 @@ class PeerError(RuntimeError):
 
 
 def peers_dir(root=None) -> Path:
-    "The repository's `configs/peers/` folder: one subfolder per peer, holding `requirements.lock` and `adapter.py`."
-    return Path(root) / "configs" / "peers" if root is not None else repo_root() / "configs" / "peers"
+    "The repository's `peers/` folder: one subfolder per peer, holding `requirements.lock` and `adapter.py`."
+    return Path(root) / "peers" if root is not None else repo_root() / "peers"
 
 
 def default_envs() -> Path:
@@ -65,7 +65,7 @@ class Lock:
 
 
 def read_lock(name: str, root=None, lock=None) -> Lock:
-    "Parse `configs/peers/<name>/requirements.lock` (or `lock`); every requirement must be an exact pin."
+    "Parse `peers/<name>/requirements.lock` (or `lock`); every requirement must be an exact pin."
     path = Path(lock) if lock is not None else peers_dir(root) / name / "requirements.lock"
     if not path.exists(): raise PeerEnvError(name, f"no lock file at {path}")
     text, header, reqs = path.read_text(), {}, []
@@ -284,7 +284,7 @@ class PeerProcess:
 
 # %% ../../../nbs/30_peers.ipynb #pe12decl_c
 def peer_names(root=None) -> tuple[str, ...]:
-    "The lab's peers: every folder of `configs/peers/` that holds an `adapter.py`, by name."
+    "The lab's peers: every folder of `peers/` that holds an `adapter.py`, by name."
     d = peers_dir(root)
     return tuple(sorted(p.parent.name for p in d.glob("*/adapter.py"))) if d.is_dir() else ()
 
@@ -293,13 +293,13 @@ def _adapter_source(peer: str, root=None):
     import ast
     path = peers_dir(root) / peer / "adapter.py"
     if not path.exists():
-        raise ConfigError(f"peer {peer!r}: no adapter at {path}; a peer is a folder configs/peers/<name>/ holding adapter.py and requirements.lock")
+        raise ConfigError(f"peer {peer!r}: no adapter at {path}; a peer is a folder peers/<name>/ holding adapter.py and requirements.lock")
     return path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def adapter_modes(peer: str, root=None) -> tuple[str, ...]:
     """The modes peer `peer`'s adapter declares: its module-level `MODES` literal (a tuple of names, or a dict keyed by them), read
-    from `configs/peers/<peer>/adapter.py` without running it. The adapter's hello carries the same `MODES`."""
+    from `peers/<peer>/adapter.py` without running it. The adapter's hello carries the same `MODES`."""
     import ast
     path, tree = _adapter_source(peer, root)
     for node in tree.body:
@@ -314,7 +314,7 @@ def adapter_modes(peer: str, root=None) -> tuple[str, ...]:
 
 
 def shared_modules(peer: str, root=None) -> list[Path]:
-    """The shared modules of `configs/peers/` that the adapter of `peer` imports: `protocol.py` (every adapter speaks it) first,
+    """The shared modules of `peers/` that the adapter of `peer` imports: `protocol.py` (every adapter speaks it) first,
     then the others by name (`passages.py`, the passage cutter, for the adapters that use it). Read from its import statements;
     a peer without an adapter here has the protocol alone (starting it says what is missing)."""
     import ast

@@ -6,7 +6,7 @@ stdin, one JSON object a line:
   {"op": "load", "workdir": ...}                                                          open a finished one
   {"op": "query", "query": ..., "k": ..., "top_k": ..., "mode": "full|dpr", "base_url": ..., "options": {...}}
   {"op": "quit"}
-Replies and the hello: configs/peers/protocol.py (shared by every adapter), which also sends all the package prints to stderr.
+Replies and the hello: peers/protocol.py (shared by every adapter), which also sends all the package prints to stderr.
 
 Environment: OPENAI_BASE_URL / OPENAI_API_KEY (the lab's gateway and its token), FANIN_CHAT_MODEL, FANIN_EMBED_MODEL.
 
@@ -50,7 +50,7 @@ def _die_with_adapter():
 # even by SIGKILL; without this its forked server would be left running, orphaned, for ever.
 os.register_at_fork(after_in_child=_die_with_adapter)
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # peers/: the shared modules
 from passages import passages  # noqa: E402
 from protocol import serve, take_stdout  # noqa: E402
 
@@ -72,7 +72,7 @@ import types  # noqa: E402
 
 class _NoOfflineVLLM:
     def __init__(self, *a, **kw):
-        raise RuntimeError("vLLM is not installed in the lab's HippoRAG environment (configs/peers/hipporag/requirements.lock): "
+        raise RuntimeError("vLLM is not installed in the lab's HippoRAG environment (peers/hipporag/requirements.lock): "
                            "HippoRAG runs here with openie_mode='online' through the lab's gateway; the offline vLLM mode is not supported")
 
 

@@ -6,7 +6,7 @@ stdin, one JSON object a line:
   {"op": "load", "workdir": ...}                                                                          open a finished one
   {"op": "query", "query": ..., "k": ..., "top_k": ..., "mode": "collapsed|tree_traversal", "base_url": ...}
   {"op": "quit"}
-Replies and the hello: configs/peers/protocol.py (shared by every adapter), which also sends all the package prints to stderr.
+Replies and the hello: peers/protocol.py (shared by every adapter), which also sends all the package prints to stderr.
 
 Environment: OPENAI_BASE_URL / OPENAI_API_KEY (the lab's gateway and its token), FANIN_CHAT_MODEL, FANIN_EMBED_MODEL,
 FANIN_EMBED_DIM, FANIN_MAX_ASYNC, TIKTOKEN_CACHE_DIR (the encodings, so tiktoken never goes to the internet).
@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # peers/: the shared modules
 from protocol import serve, take_stdout  # noqa: E402
 
 take_stdout()  # before the package is imported: whatever it prints goes to stderr, the protocol keeps stdout

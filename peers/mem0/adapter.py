@@ -5,7 +5,7 @@ stdin, one JSON object a line:
   {"op": "load", "workdir": ...}                                                          open a finished one
   {"op": "query", "query": ..., "k": ..., "top_k": ..., "mode": "raw|infer", "base_url": ..., "options": {...}}
   {"op": "quit"}
-Replies and the hello: configs/peers/protocol.py (shared by every adapter), which also sends all the package prints to stderr.
+Replies and the hello: peers/protocol.py (shared by every adapter), which also sends all the package prints to stderr.
 
 Environment: OPENAI_BASE_URL / OPENAI_API_KEY (the lab's gateway and its token), FANIN_CHAT_MODEL, FANIN_EMBED_MODEL, FANIN_EMBED_DIM.
 
@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/peers/: the shared modules
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # peers/: the shared modules
 from passages import passages  # noqa: E402
 from protocol import serve, take_stdout  # noqa: E402
 
