@@ -31,7 +31,7 @@ SENTENCES = [
     "What is the capital of Australia? Canberra, not Sydney.",
 ]
 
-# Measured (nbs/04_embeddings.ipynb): on these 20 texts the fused fp32 ONNX graph agrees with PyTorch to a cosine of
+# Measured (nbs/studies/embeddings_backends.ipynb): on these 20 texts the fused fp32 ONNX graph agrees with PyTorch to a cosine of
 # 0.99999 or more on every CPU (same model, float rounding only). The int8 graph's agreement depends on the CPU's kind of int8
 # product (`int8_kernel`): with VNNI (AVX-512) mean 0.9934, minimum 0.980; without (AVX2, measured on an emulated Haswell CPU,
 # qemu-x86_64 -cpu Haswell, where onnxruntime dispatches to its AVX2 kernels) mean 0.9907, minimum 0.9708, and 0.9732 on 512
