@@ -213,8 +213,6 @@ def parse_corpus(corpus: Corpus, cache_dir=None, n_process: int = 1, block_chars
     if cache_f is not None and cache_f.exists():
         try: return ParsedCorpus.load(cache_f)
         except ValueError: print(f"parse cache {cache_f} is not a format-{PARSED_FORMAT} parse; parsing again")
-    elif cache_f is not None and cache_f.with_suffix(".pkl").exists():  # format 1: never unpickled
-        print(f"parse cache {cache_f.with_suffix('.pkl')} is in an old format (pickle); parsing again")
     t0 = time.perf_counter()
     nlp = load_spacy()
     jobs = [(d.text[a:b], (di, a)) for di, d in enumerate(corpus) for a, b in text_blocks(d.text, block_chars)]

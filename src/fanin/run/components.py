@@ -144,7 +144,7 @@ def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
     "Where one (packs, reader, reader model, prompt version, sample)'s answers live: `<run>/answers-<reader>-<model>-<hash>/`."
     ident = {"reader": reader.setting(), "llm": llm.setting() if reader.needs_llm else None, "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
     for k in ("judges", "max_failed_share", "check_judges"): ident["sample"].pop(k, None)
-    if ident["sample"].get("domains") is None: ident["sample"].pop("domains", None)   # unset: the folder keys of before
+    if ident["sample"].get("domains") is None: ident["sample"].pop("domains", None)   # an unset sample filter does not enter the key
     return folder / f"answers-{reader.name}-{_slug(reader.answer_model(llm))}-{config_hash(ident)}"
 
 

@@ -69,7 +69,7 @@ class System:
     "Base class: `index` a corpus (building into a store folder, or loading a finished one), then `retrieve`."
     name = "system"
     needs_llm = False  # True: building or querying calls an LLM; the pipeline then starts one and passes it as `self.llm`
-    index_format = 1  # the version of what `_build` writes (recorded in index.json); a store of an older version is rebuilt
+    index_format = 1  # the version of what `_build` writes (recorded in index.json); a store of another version is rebuilt, never opened
 
     def __init__(self, name: str | None = None):
         if name: self.name = name
@@ -120,8 +120,8 @@ class System:
                 self._load(store)
                 self._stats = {**{k: v for k, v in meta.items() if k != "files"}, "loaded": True, "load_seconds": time.perf_counter() - t0}
                 return self
-            if fmt is not None and fmt < self.index_format:   # never open the old files (format 1 held pickles): build afresh
-                print(f"{self.name}: index at {store} is in an old format (format {fmt}: pickle); rebuilding as format {self.index_format}")
+            if fmt is not None and fmt < self.index_format:   # a store of an older format is never opened: built afresh
+                print(f"{self.name}: index at {store} is in format {fmt}, older than this code's; rebuilding as format {self.index_format}")
             else:
                 print(f"{self.name}: index at {store} is unfinished ({why or 'index.json cannot be read'}); rebuilding it")
         tmp = store.with_name(store.name + ".partial")
@@ -377,7 +377,7 @@ class BM25System(ChunkedSystem):
     "Okapi BM25 over chunks, on bm25s's sparse matrices (default) or rank-bm25 (`backend=rank_bm25`, the papers' library)."
     name = "bm25"
     locates = True
-    index_format = 2  # 1: bm25.pkl (a pickled BM25Okapi); 2: bm25_tokens.json.gz
+    index_format = 2  # bm25_tokens.json.gz
 
     def __init__(self, name="bm25", chunk_tokens=1200, chunk_overlap=100, k1=1.5, b=0.75, backend: str = "bm25s",
                  method: str = "okapi", tokenizer: str = "content_words"):

@@ -112,7 +112,7 @@ METHODS = {"graal": "frame", "graph_retrieve": "sentence", "entity_mention": Non
 
 class EntityGraphSystem(System):
     "GRAAL (`method='graal'`), GraphRetrieve (`'graph_retrieve'`) or the Entity + Mention baseline (`'entity_mention'`)."
-    index_format = 2  # 1: parsed.pkl + graph.pkl (pickles); 2: parsed.npz + graph.npz (plain arrays)
+    index_format = 2  # parsed.npz + graph.npz (plain arrays)
     locates = True    # `locate`: below, where an entity graph loses a page
     def __init__(self, name: str = "graal", method: str = "graal", edges: str = "path", nlp_cache: str | None = None,
                  n_process: int = 1, block_chars: int = 20_000, max_ngram: int = 6, progress: bool = False):

@@ -107,7 +107,7 @@ class RaptorSystem(ChunkedSystem):
     name = "raptor"
     needs_llm = True
     locates = True
-    index_format = 2  # 1: tree.pkl (pickle); 2: tree.json
+    index_format = 2  # tree.json
 
     def __init__(self, embedder, name="raptor", chunk_tokens=300, chunk_overlap=0, max_levels: int = 3, min_nodes: int = 4,
                  max_clusters: int = 50, reduce_dim: int = 10, threshold: float = 0.1, cluster_chars: int = 6000,
@@ -230,7 +230,7 @@ class CommunitySystem(ChunkedSystem):
     name = "community"
     needs_llm = True
     locates = True
-    index_format = 2  # 1: community.pkl (pickle); 2: parsed.npz, graph.npz, community.json
+    index_format = 2  # parsed.npz, graph.npz, community.json
 
     @property
     def locate_needs_llm(self) -> bool: return self.mode == "global"   # global search rates its candidate reports with the LLM

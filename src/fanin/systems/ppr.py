@@ -50,7 +50,7 @@ class PPRSystem(ChunkedSystem):
     name = "ppr"
     needs_llm = False
     locates = True
-    index_format = 2  # 1: ppr.pkl (pickle); 2: entities.json, ppr.npz, transition.npz (scipy sparse), bm25_tokens.json.gz
+    index_format = 2  # entities.json, ppr.npz, transition.npz (scipy sparse), bm25_tokens.json.gz
 
     def __init__(self, name="ppr", mode: str = "ner", chunk_tokens=1200, chunk_overlap=100, embedder=None,
                  synonym_threshold: float = 0.85, synonym_min_mentions: int = 2, synonym_neighbors: int = 10,

@@ -103,7 +103,7 @@ def train_dataset_node(dataset, domains="all", root=None):
 class RouterSystem(System):
     "Fine-grained retrieval for predicted single-source questions, coarse-to-fine for the others."
     name = "router"
-    index_format = 2  # 1: classifier.pkl (pickle); 2: classifier.json (FanInClassifier.to_dict)
+    index_format = 2  # classifier.json (FanInClassifier.to_dict)
     composite = ("fine", "coarse")   # `fanin plan` plans each part as a system of its own (building the router builds both)
 
     def __init__(self, fine, coarse, dataset, name="router", estimator: str = "classifier", coarse_k: int = 10, widen: int = 20,
