@@ -5,6 +5,7 @@
 # %% ../../../nbs/07_pipeline.ipynb #9aa224ca
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
@@ -36,10 +37,10 @@ from .components import (git_commit, index_store, load_dataset, make_evidence_ju
 
 # %% auto #0
 __all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'RUN_STAGES', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
-           'check_run_inputs', 'stage_index', 'stage_retrieve', 'stage_evaluate', 'stage_tables', 'answer_sample',
-           'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node', 'evidence_judge_nodes',
-           'stage_evidence', 'judge_nodes', 'needs_llm', 'require_context', 'needs_llm_server', 'run_answers',
-           'run_system', 'RunState', 'RunStage', 'system_configs', 'run', 'collect']
+           'check_run_inputs', 'stage_index', 'PackFiles', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
+           'answer_sample', 'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node',
+           'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'needs_llm', 'require_context', 'needs_llm_server',
+           'run_answers', 'run_system', 'RunState', 'RunStage', 'system_configs', 'run', 'collect']
 
 # %% ../../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -122,15 +123,55 @@ def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None, folder
     if folder is not None: clear_index_failure(folder, domain)
     return system
 
+# %% ../../../nbs/07_pipeline.ipynb #994761c2
+class PackFiles:
+    "The pack files of one run folder: finished, partial and failures (see above)."
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.final, self.partial, self.fails = self.folder / "packs.jsonl.gz", self.folder / "packs.partial.jsonl", self.folder / "failures.jsonl"
+
+    def finished(self) -> list[Pack] | None:
+        "The finished packs, or None: none yet, or a damaged file (moved aside, so a fresh pass rebuilds it)."
+        if not self.final.exists(): return None
+        try: return read_packs(self.folder)
+        except DamagedFile as e:
+            quarantine(self.final, e.problem, "packs file"); return None
+
+    def reopen(self, have: list[Pack]):
+        "Failures heal: the finished packs go back to the partial file, so only the questions without one are retried."
+        atomic_write(self.partial, "".join(p.model_dump_json() + "\n" for p in have), record=False)
+        self.final.unlink(); completion_record(self.final).unlink(missing_ok=True)
+
+    def resume(self) -> set[str]:
+        "The questions the partial file already holds (a cut last line dropped first); earlier failures are cleared to be retried."
+        self.fails.unlink(missing_ok=True); completion_record(self.fails).unlink(missing_ok=True)
+        if not self.partial.exists(): return set()
+        done = {p.instance_id for p in read_jsonl(self.partial, Pack, tolerate_truncated_tail=True)}
+        lines = self.partial.read_text(encoding="utf-8").splitlines(keepends=True)
+        if lines and not lines[-1].endswith("\n"): atomic_write(self.partial, "".join(lines[:-1]), record=False)
+        return done
+
+    @contextlib.contextmanager
+    def writers(self):
+        "(packs, failures) appenders; on a clean exit the failures file is recorded whole (none, often)."
+        with JsonlAppender(self.partial) as out, JsonlAppender(self.fails) as fail_out:
+            yield out, fail_out
+        record_finished(self.fails)
+
+    def finish(self, order: Sequence[str], failed: set[str]):
+        "The partial packs become the finished file, in question order; every question has a pack or a failure record."
+        packs = {p.instance_id: p for p in read_jsonl(self.partial, Pack)}
+        kept = [i for i in order if i in packs]
+        if len(kept) + len(failed) < len(order):
+            raise RuntimeError(f"{self.folder}: {len(order) - len(kept) - len(failed)} questions have neither a pack nor a failure record")
+        write_records(self.final, (packs[i] for i in kept))
+        self.partial.unlink()
+
 # %% ../../../nbs/07_pipeline.ipynb #922bc2e7_1
 def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
-    "Retrieve a pack for every question, resuming from `packs.partial.jsonl`; returns per-domain index statistics."
-    final, partial, fails = folder / "packs.jsonl.gz", folder / "packs.partial.jsonl", folder / "failures.jsonl"
-    index_stats, have = {}, None
-    if final.exists():
-        try: have = read_packs(folder)
-        except DamagedFile as e:   # heal: move it aside; the partial file (if any) and a fresh retrieval rebuild it
-            quarantine(final, e.problem, "packs file"); have = None
+    "Retrieve a pack for every question, resuming where an earlier pass stopped (`PackFiles`); returns per-domain index statistics."
+    files, index_stats = PackFiles(folder), {}
+    have = files.finished()
     if have is not None:
         missing = len(ds.instances()) - len({p.instance_id for p in have})
         if not missing:
@@ -138,17 +179,10 @@ def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) ->
             index_stats = {d: stage_index(cfg, ds, d, llm, folder).stats() for d in ds.domains}   # loads the finished indexes
             atomic_write(folder / "index_stats.json", json.dumps(index_stats, indent=1, default=str))
             return index_stats
-        # failures heal: the finished packs go back to the partial file and only the questions without one are retried
         print(f"{folder.name}: retrying the {missing} question(s) without a pack (failures.jsonl); keeping {len(have)} packs")
-        atomic_write(partial, "".join(p.model_dump_json() + "\n" for p in have), record=False)
-        final.unlink(); completion_record(final).unlink(missing_ok=True)
-    fails.unlink(missing_ok=True); completion_record(fails).unlink(missing_ok=True)  # this pass records its own failures; earlier ones are retried now
-    done = {p.instance_id for p in read_jsonl(partial, Pack, tolerate_truncated_tail=True)} if partial.exists() else set()
-    if partial.exists():  # drop a cut last line before appending after it
-        lines = partial.read_text(encoding="utf-8").splitlines(keepends=True)
-        if lines and not lines[-1].endswith("\n"): atomic_write(partial, "".join(lines[:-1]), record=False)
-    failed = set()
-    with JsonlAppender(partial) as out, JsonlAppender(fails) as fail_out:
+        files.reopen(have)
+    done, failed = files.resume(), set()
+    with files.writers() as (out, fail_out):
         for domain in ds.domains:
             todo = [i for i in ds.instances(domain) if i.id not in done]
             system = stage_index(cfg, ds, domain, llm, folder)
@@ -165,14 +199,8 @@ def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) ->
                                cost={"retrieve_ms": round((time.perf_counter() - t0) * 1000, 3)}))
             # again after retrieval: what the system counted while answering (a peer's units without a source document)
             index_stats[domain] = system.stats()
-    record_finished(fails)   # every failure of this pass (none, often) is in it: the record says the file is whole
     atomic_write(folder / "index_stats.json", json.dumps(index_stats, indent=1, default=str))
-    packs = {p.instance_id: p for p in read_jsonl(partial, Pack)}
-    order = [i.id for i in ds.instances() if i.id in packs]
-    if len(order) + len(failed) < len(ds.instances()):
-        raise RuntimeError(f"{folder}: {len(ds.instances()) - len(order) - len(failed)} questions have neither a pack nor a failure record")
-    write_records(final, (packs[i] for i in order))
-    partial.unlink()
+    files.finish([i.id for i in ds.instances()], failed)
     return index_stats
 
 # %% ../../../nbs/07_pipeline.ipynb #pl_evaluate
