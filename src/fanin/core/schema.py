@@ -22,8 +22,9 @@ from .config import ConfigError
 # %% auto #0
 __all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'MAX_RECORD_CHARS', 'Document', 'Instance', 'gold_statements', 'Unit', 'Pack',
            'Corpus', 'Answer', 'Judgment', 'Problem', 'DataError', 'DataWarning', 'RecordError', 'Dataset',
-           'dataset_gaps', 'Snapshot', 'snapshot_problem', 'stats_table', 'parse_record', 'iter_jsonl', 'read_jsonl',
-           'write_jsonl', 'JsonlAppender', 'RawRecord', 'record_problems', 'decode_utf8', 'scan_jsonl']
+           'dataset_gaps', 'Fetchable', 'ResolvesReferences', 'HasTopics', 'Snapshot', 'snapshot_problem',
+           'stats_table', 'parse_record', 'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender', 'RawRecord',
+           'record_problems', 'decode_utf8', 'scan_jsonl']
 
 # %% ../../../nbs/00_schema.ipynb #b7103a46
 class _Record(BaseModel):
@@ -207,6 +208,25 @@ def dataset_gaps(obj) -> list[str]:
     fields = list(Dataset.__annotations__)
     methods = [n for n, v in vars(Dataset).items() if callable(v) and not n.startswith("_")]
     return [m for m in fields + methods if not hasattr(obj, m) or (m in methods and not callable(getattr(obj, m)))]
+
+# %% ../../../nbs/00_schema.ipynb #3ebcb619
+@runtime_checkable
+class Fetchable(Protocol):
+    "A dataset class whose releases the lab can download and check: `fetch(dest[, which]) -> folder` (`fanin data NAME --dest`)."
+    def fetch(self, dest=None, *which) -> Path: ...
+
+
+@runtime_checkable
+class ResolvesReferences(Protocol):
+    "A dataset whose gold references are resolved to pages: its `resolution` table and `resolution_summary()` (`fanin data-report`)."
+    resolution: Any
+    def resolution_summary(self) -> dict: ...
+
+
+@runtime_checkable
+class HasTopics(Protocol):
+    "A dataset whose pages sit in one folder per domain, `topic_dir(domain)`: the layout `fanin generate` writes questions for."
+    def topic_dir(self, domain: str) -> Path: ...
 
 # %% ../../../nbs/00_schema.ipynb #10726399
 class Snapshot(BaseModel):

@@ -76,7 +76,8 @@ def cmd_data(dest, name="wildgraphbench"):
     from hydra.utils import get_class
     name, *which = name.split(":", 1); cfg = compose([f"dataset={name}"])
     cls = get_class(cfg.dataset._target_)
-    if not hasattr(cls, "fetch"):
+    from fanin.core.schema import Fetchable
+    if not issubclass(cls, Fetchable):
         raise ConfigError(f"dataset {name} ({cfg.dataset._target_}) cannot be downloaded by the lab: put its files in a folder and use "
                           f"dataset={name} dataset.root=PATH")
     path = cls.fetch(dest, *which)
@@ -87,7 +88,7 @@ def cmd_data_report(overrides):
     """`outputs/data/`: the dataset's statistics and snapshot (every Dataset), and for a dataset whose gold references are resolved
     to pages (WildGraphBench: `resolution` and `resolution_summary()`) the resolution report."""
     from fanin.run.components import load_dataset
-    from fanin.core.schema import stats_table
+    from fanin.core.schema import ResolvesReferences, stats_table
     cfg = compose(overrides)
     ds = load_dataset(cfg)
     out = resolve_path(cfg.paths.outputs) / "data"
@@ -95,7 +96,7 @@ def cmd_data_report(overrides):
     stats_table(ds).to_csv(out / "stats.csv", index=False)
     (out / "snapshot.json").write_text(json.dumps(ds.snapshot(), indent=1))
     summary = {"dataset": ds.name, "domains": len(ds.domains), "questions": len(ds.instances())}
-    if hasattr(ds, "resolution_summary"):   # optional part of the contract: references resolved to pages
+    if isinstance(ds, ResolvesReferences):   # a capability beyond the contract: references resolved to pages
         ds.resolution.to_csv(out / "resolution.csv", index=False)
         summary = ds.resolution_summary()
         (out / "resolution_summary.json").write_text(json.dumps(summary, indent=1))

@@ -199,7 +199,8 @@ def generate_main(overrides, out, plan_only: bool = False, log=print):
     from fanin.models.roles import make_llms
     cfg = compose(list(overrides))
     ds = load_dataset(cfg)
-    if len(ds.domains) != 1 or not hasattr(ds, "topic_dir"):
+    from fanin.core.schema import HasTopics
+    if len(ds.domains) != 1 or not isinstance(ds, HasTopics):
         raise ConfigError(f"fanin generate works on one domain of a WildGraphBench-layout dataset; got {ds.name} {list(ds.domains)}: "
                           f"set dataset.domains=[ONE]")
     llm, domain = make_llms(cfg)["llm"], ds.domains[0]
