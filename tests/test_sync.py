@@ -20,7 +20,8 @@ def test_export_changes_nothing(tmp_path):
 
 
 def test_notebooks_are_clean():
-    for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+    "Every notebook: the source ones, the studies (nbs/studies/) and the templates (templates/)."
+    for nb in sorted([*(ROOT / "nbs").rglob("*.ipynb"), *(ROOT / "templates").rglob("*.ipynb")]):
         d = json.loads(nb.read_text())
         for c in d["cells"]:
             if c["cell_type"] == "code":
