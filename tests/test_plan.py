@@ -61,7 +61,10 @@ def test_cli_prints_the_table_and_writes_json(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "no model was called" in r.stdout and "totals" in r.stdout
     d = json.loads((tmp_path / "plan.json").read_text())
-    assert d["stages"] == ["index", "retrieve"] and d["to_do"] > 0 and {x["kind"] for x in d["rows"]} == {"embed"}
+    assert d["stages"] == ["index", "retrieve"] and d["to_do"] > 0 and {x["kind"] for x in d["rows"]} == {"embed", "none"}
+    # every system of the run shows: the ones that build without a model say so (as they declare), with nothing to compute
+    idle = {x["system"] for x in d["rows"] if x["kind"] == "none"}
+    assert idle == {"bm25", "long_context", "oracle", "closed_book"} and "built without a model" in r.stdout
 
 
 def test_a_computing_table_stops_without_run(tmp_path):

@@ -75,6 +75,7 @@ class CorpusPassage(RawRecord):
     model_config = ConfigDict(extra="ignore", strict=True)
     title: str = Field(description="the passage's page title, a string")
     text: Text = Field(description="the passage's text, a non-empty string")
+from .release import ReleaseError, fetch as fetch_release
 
 # %% auto #0
 __all__ = ['UNITS', 'Text', 'Paragraph', 'ParagraphQuestion', 'FactQuestion', 'CorpusPassage', 'passage_ids', 'HippoRAGFormat',
@@ -151,7 +152,6 @@ class HippoRAGFormat:
         """`fanin data hipporag --dest PATH`: HippoRAG's MuSiQue and HotpotQA training samples at their pinned revision, checked by
         sha256 (`fanin.data.release`; `$FANIN_DATA_MIRROR` stands in for the internet). The papers' 1,000-question files are released on
         the Hugging Face hub with no published checksum, so the lab cannot pin them: put them in a folder, use dataset.root=PATH."""
-        from fanin.data.release import ReleaseError, fetch as fetch_release
         if which != "samples":
             raise ConfigError(f"fanin data hipporag:{which}: the lab fetches only the pinned samples (hipporag:samples); the papers' "
                               f"files carry no published checksum: put them in a folder and use dataset=hipporag dataset.root=PATH")

@@ -25,6 +25,7 @@ from ..core.config import ConfigError, repo_root
 from ..core.schema import (MISSING, Corpus, DataError, DataWarning, Document, Instance, Problem, RawRecord, decode_utf8,
                           scan_jsonl)
 from ..core.text import clean_page
+from .release import ReleaseError
 
 # %% auto #0
 __all__ = ['DATASET', 'DOMAINS', 'QTYPES', 'SOURCE_REPO', 'SOURCE_COMMIT', 'ENV_ROOT', 'FACT_TYPES', 'UNRESOLVED_POLICIES',
@@ -472,7 +473,6 @@ def snapshot(self: WildGraphBench) -> dict:
 # %% ../../../nbs/03_wildgraphbench.ipynb #75d918b7
 def fetch(dest) -> Path:
     "WildGraphBench at `dest`: left as it is when there, else fetched at the pinned commit and verified (`fanin.data.release.fetch`)."
-    from fanin.data.release import ReleaseError
     try: return fetch_release("wildgraphbench", Path(dest).expanduser())
     except ReleaseError as e: raise ConfigError(str(e)) from None
 

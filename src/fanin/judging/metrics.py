@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.schema import Corpus, Instance, Pack
+from ..core.config import fan_in_bin
 
 # %% auto #0
 __all__ = ['CARRY_NGRAM', 'CARRY_TOKENS', 'CARRY_SHARE', 'METRIC_COLUMNS', 'CITED_COLUMNS', 'doc_text', 'carried_tokens',
@@ -252,7 +253,6 @@ CITED_COLUMNS = ["er_cited", "ep_cited", "hit_cited"]   # the cited reading, bes
 
 
 def add_fan_in_bin(df: pd.DataFrame, bins) -> pd.DataFrame:
-    from fanin.core.config import fan_in_bin
     df = df.copy()
     df["fan_in_bin"] = [fan_in_bin(int(f), bins) if f > 0 else "no_gold" for f in df.fan_in]
     return df

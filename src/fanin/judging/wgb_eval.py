@@ -38,6 +38,7 @@ DEPARTURES = {
                           "repeated question's last prediction and ignores an unknown one",
     "unpredicted_not_scored": "a question without a prediction is counted, not scored, where eval.py scores it as an empty "
                               "answer (0)"}
+from ..core.schema import read_jsonl
 
 # %% auto #0
 __all__ = ['RULES', 'RELEASED', 'MAX_STATEMENTS', 'READINGS', 'LIMITS', 'DEPARTURES', 'FACT_TYPES', 'SUMMARY_SCORES',
@@ -241,7 +242,6 @@ def predictions_from_answers(answers, instances: list[Instance], system: str | N
     """Prediction rows from a lab answers file (`Answer` records): question text, prediction, the reader's model; only
     answers that succeeded (a failed answer is no prediction: it is counted, not scored). With several systems in the file,
     `system` picks one. Returns (rows, failed answers)."""
-    from fanin.core.schema import read_jsonl
     ans = read_jsonl(answers, Answer)
     systems = sorted({a.system for a in ans})
     if system is None and len(systems) > 1:

@@ -22,6 +22,7 @@ from ..core.fingerprints import heal_sqlite
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: models come from installed packages
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from ..core.config import resolve_path
 
 # %% auto #0
 __all__ = ['MAX_TOKENS', 'DIM', 'ONNX_RECIPE', 'EMBED_STAT_KEYS', 'minilm_dir', 'minilm_tokenizer', 'default_threads', 'Embedder',
@@ -229,7 +230,6 @@ def minilm_onnx(quantize: bool = True, folder=None) -> Path:
     import tempfile
     import warnings
 
-    from fanin.core.config import resolve_path
     folder = resolve_path(folder or "outputs/models")
     folder.mkdir(parents=True, exist_ok=True)
     fp32 = folder / "all-MiniLM-L6-v2.fused-fp32.onnx"
@@ -394,7 +394,6 @@ class EmbeddingCache:
     _CHUNK = 500
 
     def __init__(self, path: str | Path, timeout: float = 120.0):
-        from fanin.core.config import resolve_path
         self.path = resolve_path(path)  # a relative path is the repository's, wherever the process runs (papermill runs in nbs/)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout = float(timeout)

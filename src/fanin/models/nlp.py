@@ -16,6 +16,7 @@ from itertools import accumulate
 import numpy as np
 
 from ..core.schema import Corpus
+from ..core.config import resolve_path
 
 # %% auto #0
 __all__ = ['SPACY_MODEL', 'ENTITY_LABELS', 'NLP_VERSION', 'PARSED_FORMAT', 'normalize_entity', 'load_spacy', 'text_blocks',
@@ -208,7 +209,6 @@ def parse_corpus(corpus: Corpus, cache_dir=None, n_process: int = 1, block_chars
     "Parse every document once (or load the cached parse): sentences, normalised entity mentions, sentence and frame groups."
     import time
     key = corpus_key(corpus, block_chars=block_chars)
-    from fanin.core.config import resolve_path
     cache_f = resolve_path(cache_dir) / f"{corpus.name.replace('/', '_')}-{key}.npz" if cache_dir else None
     if cache_f is not None and cache_f.exists():
         try: return ParsedCorpus.load(cache_f)

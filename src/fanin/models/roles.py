@@ -15,6 +15,7 @@ from ..core.config import instantiate, resolve_path
 from .llm import LLM, Ledger
 
 ROLES = ("llm", "reader", "judge")   # the lab's LLM (LLM-built indexes, the LLM evidence judge), the reader's, the judge's
+from .spending import Budget
 
 # %% auto #0
 __all__ = ['ROLES', 'role_node', 'make_llm', 'make_llms', 'running']
@@ -34,7 +35,6 @@ def make_llm(cfg: DictConfig, ledger: Ledger | None = None, role: str = "llm", b
 def make_llms(cfg: DictConfig) -> dict[str, LLM]:
     """One LLM per distinct role config: roles with the same config share one client (and one embedded server), and all of
     them one spending cap when `budget.usd` is set."""
-    from fanin.models.spending import Budget
     usd = (cfg.get("budget") or {}).get("usd")
     budget = Budget(usd) if usd is not None else None
     by_cfg: dict[str, LLM] = {}

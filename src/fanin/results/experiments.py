@@ -18,6 +18,8 @@ from omegaconf import OmegaConf
 from ..run.components import read_manifest
 from ..core.config import ConfigError, compose, domains_tag, repo_root, resolve_path
 from ..core.files import finished
+from ..core.config import instantiate
+from ..run.components import load_dataset, make_system, run_dir
 
 # %% auto #0
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
@@ -30,7 +32,6 @@ __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'ta
 def planned_runs(overrides) -> list[Path]:
     "The run folders a configuration names (whether or not they exist yet)."
     from fanin.run.pipeline import system_configs
-    from fanin.run.components import load_dataset, run_dir
     cfgs = system_configs(list(overrides))
     ds = load_dataset(cfgs[0])
     return [run_dir(c, ds) for c in cfgs]
@@ -51,7 +52,6 @@ def finished_runs(overrides, failed_builds: bool = False) -> list[Path]:
 def table_name(cfg) -> str:
     """Prefix of an experiment's tables, figures and metrics: the experiment name, plus the domains when not all of the dataset's,
     plus the system when the experiment runs one system (`systems: null`), so `system=bm25` then `system=dense` write two tables."""
-    from fanin.run.components import load_dataset
     ds = load_dataset(cfg)
     tag = domains_tag(ds.domains, ds.all_domains)
     name = cfg.experiment_name if tag == "all" else f"{cfg.experiment_name}-{tag}"
@@ -210,7 +210,6 @@ def graal_table1(overrides) -> Table:
     "Driver: GRAAL Table 1 (entity_mention, graph_retrieve, graal) on the multi-fact claims of the configured domains."
     from fanin.systems.graphs import METHODS, claim_evidence, graal_table1 as table1
     from fanin.run.pipeline import stage_index
-    from fanin.run.components import load_dataset
     overrides = list(overrides)
     ds = load_dataset(compose(overrides))
     frames = []
@@ -242,10 +241,8 @@ graal_table1.work = _graal_work
 # %% ../../../nbs/35_experiments.ipynb #ex16
 def estimator_table(overrides=(), llm_sample: int | None = 40, seed: int = 0) -> pd.DataFrame:
     "Accuracy of the classifier and of the LLM at predicting fan-in >= 2 on test-half questions."
-    from fanin.core.config import instantiate
     from fanin.models.llm import LLMError
     from fanin.models.roles import make_llm
-    from fanin.run.components import load_dataset
     from fanin.systems.router import FanInClassifier, llm_fan_in, split_of, train_dataset_node
     cfg = compose(list(overrides) + ["system=router"])
     share, sd = float(cfg.system.train_share), int(cfg.system.seed)
@@ -287,7 +284,6 @@ def routing(overrides, llm_sample: int | None = 40) -> Table:
     "Driver: routing accuracy (main), router vs its components and the fan-in estimators (parts) of an experiment's router runs."
     from hydra.utils import get_class
     from fanin.run.pipeline import system_configs
-    from fanin.run.components import load_dataset, run_dir
     from fanin.results.lab_report import manifests, setting_line
     from fanin.systems.router import RouterSystem, routing_report
     overrides = list(overrides)
@@ -351,7 +347,6 @@ def passage_recall_table(overrides) -> Table:
     """Driver: ER, EP, hit and the dataset's passage Recall@k (e.g. HippoRAG's @2 and @5) per system, domain and fan-in bin (and
     `all`) of an experiment's runs, from each run's per-question metrics, with the size of the corpus searched. A system that does not rank (`System.ranks` false: a
     fixed slice) is left out and named in the setting line: Recall@k would measure its file order."""
-    from fanin.run.components import load_dataset, make_system
     from fanin.results.lab_report import manifests, setting_line
     from fanin.judging.metrics import add_fan_in_bin, aggregate
     from fanin.run.pipeline import system_configs

@@ -14,6 +14,8 @@ import pandas as pd
 
 from ..core.config import compose, fan_in_bin, k_for, resolve_path
 from ..systems.hybrid import fuse
+from ..core.schema import Pack
+from ..judging.metrics import evidence_metrics, unit_docs
 
 # %% auto #0
 __all__ = ['FUSION_GRID', 'pack_er', 'fusion_candidates', 'part_er', 'fusion_er', 'split_rows', 'cell_margins', 'tune_fusion',
@@ -31,9 +33,7 @@ def fusion_candidates(overrides=(), domains=None, depth: int = 100, check: bool 
     and `dense` candidates (chunk, score), best first, and `credit` (candidate chunk -> gold pages it carries). `check`: assert
     that `pack_er` of the configured fusion equals `evidence_metrics` of the pack `HybridSystem.retrieve` returns."""
     from fanin.run.components import load_dataset
-    from fanin.judging.metrics import evidence_metrics, unit_docs
     from fanin.run.pipeline import stage_index
-    from fanin.core.schema import Pack
     cfg = compose(["system=hybrid", "progress=false", *overrides])
     ds = load_dataset(cfg)
     s, rows = cfg.system, []

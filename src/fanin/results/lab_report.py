@@ -20,6 +20,8 @@ from ..core.files import atomic_open, atomic_write, unfinished
 from ..core.fingerprints import DamagedFile
 from ..models.llm_cache import read_ledger
 from ..judging.metrics import add_fan_in_bin, fan_in_tables
+from ..judging.metrics import carries, credit_agreement, credit_rule, doc_text
+from ..run.components import git_commit, load_dataset
 
 # %% auto #0
 __all__ = ['CREDIT_SETS', 'setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs',
@@ -210,7 +212,6 @@ def machine_line() -> str:
 # %% ../../../nbs/08_lab_report.ipynb #2efb5111
 def table_record(name: str, table_path, dest) -> Path:
     "Keep the lab table at `table_path` as the record `dest/NAME.json`: its rows, setting line, commit, date and machine."
-    from fanin.run.components import git_commit
     path = Path(table_path)
     first = path.open(encoding="utf-8").readline()
     t = read_table(path).round(6).astype(object)
@@ -233,7 +234,6 @@ def recall_summary(record: dict, dataset: str, systems, ks=(2, 5)) -> str:
 def judge_record(judge, model: str, results: dict, dest) -> Path:
     """Keep a judge-check in `dest/judges.json` under the judge's name: per set (`results`: {set: (path, rows, summary)} as
     `fanin judge-check` makes them) its file, held out or not, n, accuracy, κ, agreement by kind and the swaps rejected."""
-    from fanin.run.components import git_commit
     from fanin.judging.judges import DEFAULT_CASES
     def swaps(df):
         s = df[df.kind.astype(str).str.startswith("swap_")]
@@ -273,9 +273,6 @@ def credit_record(dest, overrides=(), meta="data/credit_meta") -> Path:
     """Score the 4-gram rule (`metrics.carries`) and the lab's rule (`metrics.credit_rule`) on the labelled (unit, page) pairs of `meta`
     against the configured dataset's corpora (WildGraphBench by default), and keep the result in `dest/credit.json` with the
     rules' settings, commit, date and machine."""
-    from fanin.run.components import git_commit, load_dataset
-    from fanin.core.config import compose, resolve_path
-    from fanin.judging.metrics import carries, credit_agreement, credit_rule, doc_text
     ds, corpora, rules = load_dataset(compose(list(overrides))), {}, {}
     def corpus(d):
         if d not in corpora: corpora[d] = ds.corpus(d)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..judging.metrics import add_fan_in_bin, aggregate
+from .experiments import Table
 
 KINDS = {"chunk": "passage", "text_unit": "passage", "passage": "passage", "entity": "graph", "relationship": "graph",
          "community_report": "summary", "analyst_point": "summary", "summary": "summary", "memory": "memory"}
@@ -29,6 +30,7 @@ def unit_kind(meta: dict) -> str:
     if "community" in meta and "chunk" not in meta: return "summary"
     if (meta.get("level") or 0) > 0: return "summary"
     return "passage"
+from ..core.config import ConfigError, compose, config_dir
 
 # %% auto #0
 __all__ = ['KINDS', 'unit_kind', 'system_declaration', 'declared_paradigms', 'run_llm', 'paradigm_table', 'pack_composition',
@@ -36,7 +38,6 @@ __all__ = ['KINDS', 'unit_kind', 'system_declaration', 'declared_paradigms', 'ru
 
 # %% ../../../nbs/31_paradigms.ipynb #pa04q
 def _system_dir(root=None) -> Path:
-    from fanin.core.config import config_dir
     return Path(root) / "configs" / "system" if root is not None else config_dir() / "system"
 
 
@@ -44,7 +45,6 @@ def system_declaration(name: str, root=None) -> dict:
     """`configs/system/<name>.yaml` as written, over the configs of the group its `defaults` list names (Hydra's order: the
     defaults, then the file itself); unresolved. What the file declares (its `_target_`, `paradigm`, `peer`), without composing a run."""
     import yaml
-    from fanin.core.config import ConfigError
     path = _system_dir(root) / f"{name}.yaml"
     if not path.exists(): raise ConfigError(f"no system config {path}")
     own, out = yaml.safe_load(path.read_text(encoding="utf-8")) or {}, {}
@@ -65,7 +65,6 @@ def _is_peer(target) -> bool:
 def declared_paradigms(root=None) -> dict[str, tuple[str, tuple[str, ...]]]:
     """`{paradigm: (the lab's system, the peers that implement it in their original package)}`, from the `paradigm:` key of every
     `configs/system/*.yaml`; paradigms and peers by name. A paradigm without exactly one lab system is a ConfigError naming them."""
-    from fanin.core.config import ConfigError
     lab, peers = {}, {}
     for f in sorted(_system_dir(root).glob("*.yaml")):
         node = system_declaration(f.stem, root)
@@ -207,10 +206,9 @@ def pack_composition(folders) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["system", "kind", "units_per_pack", "share_of_chars", "docs_per_unit"])
 
 # %% ../../../nbs/31_paradigms.ipynb #75f1faf4
-def paradigms_tables(overrides) -> "fanin.results.experiments.Table":   # noqa: F821 (imported when called)
+def paradigms_tables(overrides) -> Table:
     "Driver: the paradigm tables (all, and one part per paradigm with a run system) and the pack composition of an experiment's runs."
-    from fanin.core.config import compose
-    from fanin.results.experiments import Table, finished_runs
+    from fanin.results.experiments import finished_runs
     from fanin.results.lab_report import manifests, setting_line
     overrides = list(overrides)
     cfg = compose(overrides)

@@ -19,6 +19,8 @@ from ..core.config import ConfigError, config_hash, instantiate, repo_root, reso
 from ..core.files import atomic_open, atomic_write, unfinished
 from ..core.fingerprints import DamagedFile, usable
 from ..core.schema import Pack, RecordError, _dump, read_jsonl
+from ..core.fingerprints import quarantine
+from ..core.schema import dataset_gaps, snapshot_problem
 
 # %% auto #0
 __all__ = ['PACKAGES', 'load_dataset', 'make_system', 'make_judge', 'make_evidence_judge', 'index_store', 'run_dir', 'git_commit',
@@ -28,7 +30,6 @@ __all__ = ['PACKAGES', 'load_dataset', 'make_system', 'make_judge', 'make_eviden
 # %% ../../../nbs/06a_components.ipynb #7fccd8ec
 def load_dataset(cfg: DictConfig):
     "The benchmark the config names (its `_target_`), checked against the Dataset contract (`fanin.core.schema.Dataset`)."
-    from fanin.core.schema import dataset_gaps, snapshot_problem
     ds = instantiate(cfg.dataset)
     gaps = dataset_gaps(ds)
     if gaps:
@@ -93,7 +94,6 @@ def write_manifest(folder: Path, **fields):
     f = folder / "manifest.json"
     try: old = json.loads(f.read_text(encoding="utf-8")) if usable(f, "run manifest") else {}
     except (ValueError, UnicodeDecodeError) as e:   # finished yet unreadable: kept aside like any damaged file
-        from fanin.core.fingerprints import quarantine
         quarantine(f, str(e)[:120], "run manifest"); old = {}
     if not isinstance(old, dict): old = {}
     old.update(without_credentials(fields))   # a key written inside an endpoint URL never lands here

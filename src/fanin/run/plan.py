@@ -20,6 +20,7 @@ from ..core.config import ConfigError, check_params, instantiate, k_for, resolve
 from .plan_rates import Rate, bench_rates, cache_records, embed_rate, llm_rate, parse_rate
 from ..models.llm import LLM, LLMError, Ledger
 from ..models.llm_cache import read_ledger
+from ..core.fingerprints import code_fingerprint, corpus_fingerprint, read_stamps
 
 # %% auto #0
 __all__ = ['STANDIN_CHARS', 'PLAN_COLUMNS', 'DryRun', 'light_system', 'index_state', 'unit_texts', 'window_texts', 'Planner',
@@ -75,7 +76,6 @@ def light_system(cfg: DictConfig):
 
 def index_state(cfg: DictConfig, store: Path, corpus) -> str:
     "`built` (the pipeline loads it), or why it will be built: `missing`, `stale: <inputs> changed`, `failed LLM calls`."
-    from fanin.core.fingerprints import code_fingerprint, corpus_fingerprint, read_stamps
     if not (store / "index.json").exists(): return "missing"
     old = read_stamps(store, "inputs.json").get("index") or {}
     now = {"corpus": corpus_fingerprint(corpus), "code": code_fingerprint(), "system": system_hash(cfg)}
@@ -280,7 +280,6 @@ Planner.router_index = _router_index
 def _packs(self: Planner, cfg: DictConfig) -> dict | None:
     "The run folder's packs by question when they are finished and made from today's inputs (the pipeline reuses them), else None."
     from fanin.run.components import read_packs, run_dir
-    from fanin.core.fingerprints import read_stamps
     from fanin.run.pipeline import run_inputs
     folder = run_dir(cfg, self.ds)
     if not (folder / "packs.jsonl.gz").exists(): return None

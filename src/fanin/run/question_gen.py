@@ -20,6 +20,8 @@ from ..judging.metrics import carries_page
 from ..models.prompts import load_prompt
 from ..core.text import lexical_tokens
 from ..data.wildgraphbench import page_file_name
+from ..core.config import ConfigError, compose
+from ..core.schema import HasTopics
 
 # %% auto #0
 __all__ = ['GEN_PROMPTS', 'page_urls', 'overlap', 'Candidate', 'QuestionGenerator', 'candidate', 'generate', 'plan',
@@ -195,11 +197,9 @@ def generate_main(overrides, out, plan_only: bool = False, log=print):
     `llm` (its cache, ledger and `budget.usd`), as many as `generate.*` says; prints the plan first (as `fanin plan --stages
     generate` does); `plan_only`: the plan, and no call."""
     from fanin.run.components import load_dataset
-    from fanin.core.config import ConfigError, compose
     from fanin.models.roles import make_llms
     cfg = compose(list(overrides))
     ds = load_dataset(cfg)
-    from fanin.core.schema import HasTopics
     if len(ds.domains) != 1 or not isinstance(ds, HasTopics):
         raise ConfigError(f"fanin generate works on one domain of a WildGraphBench-layout dataset; got {ds.name} {list(ds.domains)}: "
                           f"set dataset.domains=[ONE]")

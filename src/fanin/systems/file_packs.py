@@ -16,6 +16,7 @@ from ..core.fingerprints import file_sha256
 from ..judging.metrics import carrying_pages
 from ..core.schema import Unit
 from .flat import System, locate_in_ranking, loss
+from ..core.schema import Answer
 
 # %% auto #0
 __all__ = ['PACK_FORMATS', 'UNATTRIBUTED', 'pack_file_records', 'read_pack_file', 'FilePacks', 'read_answer_file', 'FileAnswers']
@@ -246,7 +247,6 @@ class FileAnswers:
     def check_inputs(self, ds) -> None: self._answers = read_answer_file(self.path, ds)
 
     def answer(self, llm, inst, pack, hint: str = "", closed_book: bool = False):
-        from fanin.core.schema import Answer
         a = self._answers.get((inst.id, pack.system)) or self._answers.get((inst.id, None))
         base = dict(instance_id=inst.id, system=pack.system, reader=self.name, model=self.model)
         if a is None: return Answer(**base, status="failed", error=f"no answer in {self.path} for this question")

@@ -23,6 +23,7 @@ from fastcore.basics import patch
 
 from ..models.embeddings import EmbeddingCache, embed_with_cache
 from ..models.llm import LLM, EndpointError, LLMError, Reply
+from ..core.config import instantiate, resolve_path
 
 # %% auto #0
 __all__ = ['SAMPLING_PARAMS', 'GATEWAY_FIELDS', 'BadRequest', 'chat_arguments', 'completion', 'stream_events', 'embedding_inputs',
@@ -474,7 +475,6 @@ def gateway_from_config(cfg, ledger=None, role: str = "llm", **kw) -> Gateway:
     "The gateway of a composed config: `make_llm(cfg, ledger, role)`, `instantiate(cfg.embedder)`, `paths.cache/embeddings.sqlite`."
     from omegaconf import OmegaConf
 
-    from fanin.core.config import instantiate, resolve_path
     from fanin.models.roles import make_llm
     node = cfg.get("gateway") if hasattr(cfg, "get") else None
     settings = {**(OmegaConf.to_container(node, resolve=True) if node is not None else {}), **kw}

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..judging.metrics import unit_docs
 from .flat import System, loss
+from ..core.config import instantiate
 
 # %% auto #0
 __all__ = ['split_of', 'shape_features', 'FanInClassifier', 'llm_fan_in', 'train_dataset_node', 'RouterSystem', 'routing_report',
@@ -110,7 +111,6 @@ class RouterSystem(System):
                  train_share: float = 0.5, train_domains="all", train_root: str | None = None, seed: int = 0,
                  prompt: str = "fanin_estimate", llm=None):
         super().__init__(name)
-        from fanin.core.config import instantiate
         # the config is not instantiated recursively (`_recursive_: false`): the components are built here, the dataset only to train
         fine, coarse = (s if isinstance(s, System) else instantiate(s) for s in (fine, coarse))
         self.train_domains, self.train_root = train_domains, train_root
@@ -125,7 +125,6 @@ class RouterSystem(System):
         return self.fine, self.coarse
 
     def _train(self):
-        from fanin.core.config import instantiate
         if hasattr(self.dataset, "instances"): ds = self.dataset
         else:
             ds = instantiate(train_dataset_node(self.dataset, self.train_domains, self.train_root))
