@@ -26,7 +26,7 @@ __all__ = ['DECLARED_KEYS', 'NOT_HASHED', 'RUN_PARAMS', 'LLM_PARAMS', 'KINDS', '
 class ConfigError(ValueError):
     "A configuration problem, with what to do about it."
 
-
+# %% ../../../nbs/01_config.ipynb #8e3a51f7
 def repo_root() -> Path:
     "The fanin checkout: `$FANIN_HOME`, else the nearest folder upward from the cwd holding `configs/config.yaml`, else the package's checkout."
     if os.environ.get("FANIN_HOME"):
@@ -39,10 +39,10 @@ def repo_root() -> Path:
         return here
     raise ConfigError("cannot find the fanin checkout (a folder with configs/config.yaml): run from inside it or set FANIN_HOME")
 
-
+# %% ../../../nbs/01_config.ipynb #72860c65
 def config_dir() -> Path: return repo_root() / "configs"
 
-
+# %% ../../../nbs/01_config.ipynb #24a9e3ee
 def resolve_path(p) -> Path:
     "A configured path: absolute as given, relative to the repository root otherwise."
     p = Path(os.path.expanduser(str(p)))
@@ -68,7 +68,7 @@ def _group_options(group: str) -> list[str]:
     d = config_dir() / group
     return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
 
-
+# %% ../../../nbs/01_config.ipynb #73bb0dc2
 def _check_overrides(overrides: Sequence[str]):
     for o in overrides:
         key, sep, val = o.lstrip("+~").partition("=")
@@ -79,7 +79,7 @@ def _check_overrides(overrides: Sequence[str]):
                 raise ConfigError(f"unknown {key} {val!r} in override '{o}': there is no configs/{key}/{val}.yaml. "
                                   f"Available {key} configs: {', '.join(opts)}")
 
-
+# %% ../../../nbs/01_config.ipynb #3701f6b1
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     "Compose `configs/<config_name>.yaml` with Hydra overrides (e.g. `['system=dense', 'k=8']`) and resolve it."
     from hydra import compose as _compose, initialize_config_dir
@@ -102,7 +102,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     _check_names(cfg)
     return cfg
 
-
+# %% ../../../nbs/01_config.ipynb #b1d3f18f
 def _check_added_keys(overrides: Sequence[str], cfg: DictConfig, config_name: str):
     """An override that adds a top-level key (`+name=value`) which the configuration does not define is refused: no component
     reads it, so a misspelt `+k_sumary=3` would be ignored in silence. The error names the closest defined keys."""
@@ -118,7 +118,7 @@ def _check_added_keys(overrides: Sequence[str], cfg: DictConfig, config_name: st
                           + (f"; did you mean {' or '.join(repr(f'{n}=' + o.split('=', 1)[1]) for n in near)}?" if near else
                              "; drop it, or set a key the configuration defines (`fanin run --help`, configs/config.yaml)"))
 
-
+# %% ../../../nbs/01_config.ipynb #8810a8d3
 # what a config declares about the object it names, for the lab to read from the config files; never an argument of the object.
 # `paradigm` (configs/system/*.yaml): the paradigm a system implements, by which `fanin.results.paradigms` pairs the lab's system with the peers.
 DECLARED_KEYS = ("paradigm",)
@@ -145,7 +145,7 @@ def without_declared(node):
             for k in DECLARED_KEYS: sub.pop(k, None)
     return out
 
-
+# %% ../../../nbs/01_config.ipynb #cd6bf524
 def instantiate(node: DictConfig, expect: type | None = None, **kwargs) -> Any:
     """Build the object a config node names with `_target_` (Hydra's registry). `expect`: the contract (a base class) the object
     must keep — a System, an answer Judge, an EvidenceJudge — so a config pointing at something else stops with its name.
@@ -177,7 +177,7 @@ def _latin_lookalike(word: str) -> str | None:
     folded = "".join(_CONFUSABLE.get(c, c) for c in word)
     return folded if folded.isascii() and folded != word else None
 
-
+# %% ../../../nbs/01_config.ipynb #9614a84e
 def _unicode_hint(overrides: Sequence[str]) -> str | None:
     """A hint for an override Hydra could not parse because it holds characters outside ASCII: name each one, say how to quote
     the value, and, for a word that mixes scripts, the Latin word it looks like."""
@@ -192,7 +192,7 @@ def _unicode_hint(overrides: Sequence[str]) -> str | None:
                    f"; quote the value: {key}='\"{val}\"' (on a shell: '{key}=\"{val}\"')"))
     return None
 
-
+# %% ../../../nbs/01_config.ipynb #a38e8b7e
 def _check_names(cfg: DictConfig):
     """Every value that becomes a name in a path (`experiment_name`, and each `name` of a component: system, dataset, reader,
     judge, a router's inner systems) must be a plain name: no separator, no `..`, not absolute, not hidden, no control character,
@@ -216,7 +216,7 @@ def _check_names(cfg: DictConfig):
             bad.append(f"dataset.domains: {d!r} mixes scripts ({', '.join(sorted({unicodedata.name(c) for c in d if not c.isascii()}))}); did you mean {f!r}?")
     if bad: raise ConfigError(bad[0] if len(bad) == 1 else f"{len(bad)} bad names:\n" + "\n".join(f"  {b}" for b in bad))
 
-
+# %% ../../../nbs/01_config.ipynb #66b33ab8
 def _name_problem(key: str, v: str) -> list[str]:
     "Why `v` cannot be the name `key` (it becomes a folder name), or nothing."
     fix = f"use a plain name such as {key}=my_run"
@@ -226,7 +226,6 @@ def _name_problem(key: str, v: str) -> list[str]:
         return [f"{key}={v!r}: a name may not start with '.', hold control characters or pass 100 characters; {fix}"]
     if (f := _latin_lookalike(v)): return [f"{key}={v!r} mixes scripts; did you mean {f!r}?"]
     return []
-
 
 # %% ../../../nbs/01_config.ipynb #nm02cfg1
 def _yaml_problem(e) -> str:
@@ -245,7 +244,7 @@ def config_hash(node, n: int = 8) -> str:
     obj = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
-
+# %% ../../../nbs/01_config.ipynb #148bbcec
 # where, how loudly or how parallel, and what a config declares for the lab (its paradigm): not what a system returns (model
 # files are fingerprinted by content, not by folder)
 NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process", "model_dir", *DECLARED_KEYS}
@@ -259,23 +258,23 @@ def system_hash(cfg: DictConfig) -> str:
     sysc = strip(OmegaConf.to_container(cfg.system, resolve=True))
     return config_hash({"system": sysc, "clean": cfg.dataset.get("clean", None)})
 
-
+# %% ../../../nbs/01_config.ipynb #7dae501c
 def domains_tag(domains: Sequence[str], all_domains: Sequence[str]) -> str:
     if sorted(domains) == sorted(all_domains): return "all"
     if len(domains) <= 2: return "+".join(sorted(domains))
     return f"{len(domains)}dom-{config_hash(sorted(domains), 6)}"
 
-
+# %% ../../../nbs/01_config.ipynb #71825492
 def k_tag(cfg: DictConfig) -> str:
     ks = cfg.get("k_summary")
     return f"k{cfg.k}" + (f"s{ks}" if ks is not None and ks != cfg.k else "")
 
-
+# %% ../../../nbs/01_config.ipynb #bca20571
 def run_key(cfg: DictConfig, domains: Sequence[str], all_domains: Sequence[str]) -> str:
     "`<dataset>-<domains>-<system>-<config hash>-k<k>[s<k_summary>]`: one folder under outputs/<experiment>/."
     return f"{cfg.dataset.name}-{domains_tag(domains, all_domains)}-{cfg.system.name}-{system_hash(cfg)}-{k_tag(cfg)}"
 
-
+# %% ../../../nbs/01_config.ipynb #0d770ebd
 def k_for(cfg: DictConfig, qtype: str, broad_qtypes=frozenset()) -> int:
     """The top-k for a question type: `k_summary` for the dataset's `broad_qtypes` (its k rule, e.g. WildGraphBench's summary
     questions) when set, else `k`; never truncated: k=1.5 is an error."""
@@ -284,7 +283,7 @@ def k_for(cfg: DictConfig, qtype: str, broad_qtypes=frozenset()) -> int:
     if (p := _param_problem(name, v, "count", False, 10 if name == "k_summary" else 5)): raise ConfigError(p)
     return int(v)
 
-
+# %% ../../../nbs/01_config.ipynb #67c64d8c
 def fan_in_bin(fan_in: int, bins) -> str:
     "The name of the configured bin holding `fan_in` (bins: list of {name, lo, hi}; hi null = open)."
     for b in bins:
@@ -327,9 +326,11 @@ EXAMPLE_BINS = "fan_in_bins=[{name:single,lo:1,hi:1},{name:low,lo:2,hi:2},{name:
 
 
 def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+# %% ../../../nbs/01_config.ipynb #6197bd42
 def _is_num(v) -> bool: return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
-
+# %% ../../../nbs/01_config.ipynb #36567721
 def _ok(kind: str, v) -> bool:
     if kind == "count": return _is_int(v) and v >= 1
     if kind == "natural": return _is_int(v) and v >= 0
@@ -341,7 +342,7 @@ def _ok(kind: str, v) -> bool:
     if kind == "counts": return isinstance(v, (list, ListConfig)) and len(v) > 0 and all(_ok("count", x) for x in v)
     raise ValueError(kind)
 
-
+# %% ../../../nbs/01_config.ipynb #894c0a0e
 def _suggest(kind: str, v, example):
     "A value of the right kind close to the one given (1.5 -> 2, '5' -> 5), else the example."
     if isinstance(v, str):
@@ -351,7 +352,7 @@ def _suggest(kind: str, v, example):
     if kind in ("count", "natural", "int"): v = math.ceil(v)
     return v if _ok(kind, v) else example
 
-
+# %% ../../../nbs/01_config.ipynb #e0456caf
 def _show_param(v) -> str:
     if v is None: return "null"
     if isinstance(v, str): return repr(v) if (not v or v.strip() != v or v.replace(".", "", 1).lstrip("-").isdigit()) else v
@@ -359,7 +360,7 @@ def _show_param(v) -> str:
     if isinstance(v, (list, dict)): return json.dumps(v, separators=(",", ":"))
     return json.dumps(v) if isinstance(v, bool) else str(v)
 
-
+# %% ../../../nbs/01_config.ipynb #85a53247
 def _param_problem(name: str, v, kind: str, nullable: bool, example) -> str | None:
     "One line naming a bad parameter, its value and the fix; None when the value is fine."
     if v is None and nullable: return None
@@ -399,7 +400,7 @@ def _bins_problems(bins) -> list[str]:
             if last: out.append(f"{at}.hi={hi}: expected null for the last bin, so every fan-in above {hi} has a bin ({at}.hi=null)")
     return out
 
-
+# %% ../../../nbs/01_config.ipynb #43d94342
 def _llm_nodes(cfg) -> list[tuple[str, Any]]:
     "Every LLM config of the run (`_target_: fanin.models.llm.LLM`), with its dotted path: llm, reader_llm, judge_llm, or nested ones."
     out = []
@@ -414,7 +415,7 @@ def _llm_nodes(cfg) -> list[tuple[str, Any]]:
     walk(cfg, "")
     return out
 
-
+# %% ../../../nbs/01_config.ipynb #bae83b78
 def check_params(cfg: DictConfig) -> DictConfig:
     """Check every numeric run parameter before any work: k and k_summary, the answer sample and its failure share, the retrieval
     failure share, the sweep's ks, fan_in_bins, the numeric fields of each LLM config, and dataset.root / dataset.unresolved_refs.
@@ -456,7 +457,7 @@ def public_url(url):
     "`url` without its userinfo (`scheme://user:secret@host` → `scheme://host`); anything else unchanged."
     return _USERINFO.sub(r"\g<scheme>", url) if isinstance(url, str) else url
 
-
+# %% ../../../nbs/01_config.ipynb #0c8b9763
 _KEYLIKE = _re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-*.]{6,}")
 
 
@@ -466,7 +467,7 @@ def redact(text: str, secrets_: Sequence[str] = ()) -> str:
         if s and len(s) >= 8: text = text.replace(s, "[redacted]")
     return _KEYLIKE.sub("[redacted]", text)
 
-
+# %% ../../../nbs/01_config.ipynb #b1f64638
 def without_credentials(obj):
     "`obj` (dicts, lists, tuples, strings) with `public_url` applied to every string in it."
     if isinstance(obj, str): return public_url(obj)
@@ -489,7 +490,7 @@ def known_model(table: str, model: str) -> dict | None:
         if cand in _KNOWN[table]: return _KNOWN[table][cand]
     return None
 
-
+# %% ../../../nbs/01_config.ipynb #beee93a4
 def known_context_tokens(model: str) -> tuple[int, str] | None:
     "(context window, source) of a well-known model from `configs/context_windows.yaml`, or None."
     row = known_model("context_windows.yaml", model)

@@ -99,7 +99,7 @@ def unfinished(path) -> str | None:
     if rec.get("sha256") != file_digest(path): return "its bytes differ from its completion record: changed after it was written"
     return None
 
-
+# %% ../../../nbs/02a_files.ipynb #dcbc717f
 def finished(path) -> bool:
     "True when `path` exists and its completion record matches its bytes."
     return unfinished(path) is None

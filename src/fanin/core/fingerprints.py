@@ -25,7 +25,7 @@ def digest(obj: Any, n: int = 16) -> str:
     "Short sha256 of plain data as canonical JSON (sorted keys)."
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()[:n]
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #92927e9b
 def _records_digest(records: Iterable) -> str:
     h = hashlib.sha256()
     for r in records:
@@ -33,7 +33,7 @@ def _records_digest(records: Iterable) -> str:
         h.update(b"\n")
     return h.hexdigest()[:16]
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #fecee120
 def corpus_fingerprint(corpus) -> str:
     "The content of a corpus: every document's id, title, text and meta, in id order (computed once per corpus object)."
     fp = getattr(corpus, "_fingerprint", None)
@@ -43,12 +43,12 @@ def corpus_fingerprint(corpus) -> str:
         except AttributeError: pass
     return fp
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #2a61afa7
 def questions_fingerprint(instances: Iterable) -> str:
     "The content of the questions a run answers, in order (query, type, answer, gold documents, fan-in, meta)."
     return _records_digest(instances)
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #dd665f5f
 _FILE_SHA: dict[tuple, str] = {}
 
 
@@ -63,7 +63,7 @@ def file_sha256(path) -> str:
         _FILE_SHA[key] = h.hexdigest()
     return _FILE_SHA[key]
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #71bc69d6
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """The code that runs: every file of the installed `fanin` package (by path and content) and the prompt files, which
@@ -92,7 +92,7 @@ def _holders(obj, depth: int = 2):
         todo.extend((k, d + 1) for k in kids if not hasattr(k, "docs"))   # never walk into a corpus
     return out
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #e0de3f7e
 def model_fingerprint(system) -> dict[str, str]:
     "`{file name: sha256}` of every model file the system (or a component it holds) declares with `model_files()`."
     out = {}
@@ -102,7 +102,7 @@ def model_fingerprint(system) -> dict[str, str]:
             for p in x.model_files(): out[Path(p).name] = file_sha256(p)[:16]
     return dict(sorted(out.items()))
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #94fff09a
 def llm_identity(llm) -> str | None:
     "The LLM behind an output: its endpoint (base URL, or the embedded model file) and the model it serves."
     if llm is None: return None
@@ -115,7 +115,7 @@ class DamagedFile(ConfigError):
         self.path, self.problem = Path(path), problem
         super().__init__(f"{path} is damaged ({problem}); {fix}")
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #a3512ad5
 def quarantine(path, problem: str, what: str = "file", log=print, state: str = "damaged") -> Path:
     """Move a damaged (or unfinished: `state`) file, its SQLite companions and its completion record aside as
     `NAME.damaged-<unix time>`; returns where it went."""
@@ -129,7 +129,7 @@ def quarantine(path, problem: str, what: str = "file", log=print, state: str = "
     log(f"{path}: the {what} is {state} ({problem}); moved it to {dest.name} and {'rebuilding' if state == 'damaged' else 'redoing'} it")
     return dest
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #7310ee08
 def usable(path, what: str = "file", log=print) -> bool:
     """True when `path` is finished: its completion record matches its bytes (`fanin.core.files.finished`). Every place that
     decides "this is done, skip it" asks here. A file that exists but is unfinished (cut or changed after it was written,
@@ -140,7 +140,7 @@ def usable(path, what: str = "file", log=print) -> bool:
     if why != "missing": quarantine(path, why, what, log=log, state="unfinished")
     return False
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #7542aa72
 def heal_sqlite(owner, error: Exception, what: str, conn_attr: str) -> None:
     """After `error` from a SQLite cache file (`owner`: its `path`, thread-local `_local.<conn_attr>`, generation `_gen`,
     `_heal_lock` and `_create()`): a lock timeout is raised again; damage closes this thread's connection, moves the file aside
@@ -164,12 +164,12 @@ POLICIES = ("recompute", "refuse")
 class StaleOutputs(ConfigError):
     "A folder holds outputs made from other inputs (data, code, configuration or models) and the policy is `refuse`."
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #85810657
 def _short(v) -> str:
     s = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
     return s if len(s) <= 20 else s[:17] + "…"
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #8b4f2fcf
 def changes(old: dict, new: dict, prefix: str = "") -> list[str]:
     "What differs between two stamps, one `field old→new` per leaf (nested dicts are walked)."
     out = []
@@ -180,7 +180,7 @@ def changes(old: dict, new: dict, prefix: str = "") -> list[str]:
         else: out.append(f"{prefix}{k} {_short(a) if k in old else '(none)'}→{_short(b) if k in new else '(none)'}")
     return out
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #ce6a2368
 def read_stamps(folder: Path, name: str = "stamps.json") -> dict:
     """The stamps a folder records, {} when none. An unfinished stamp file (cut, changed, or without its completion record) is
     no stamp: it is moved aside with one line saying why, and everything it covered is recomputed."""
@@ -189,7 +189,7 @@ def read_stamps(folder: Path, name: str = "stamps.json") -> dict:
     try: return json.loads(f.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e: quarantine(f, str(e)[:120], "stamp file"); return {}
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #4e81a28b
 def write_stamp(folder: Path, stage: str, inputs: dict, name: str = "stamps.json") -> None:
     "Record the inputs of `stage`'s outputs in `folder` (atomically, with its completion record)."
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,7 @@ def write_stamp(folder: Path, stage: str, inputs: dict, name: str = "stamps.json
     stamps[stage] = without_credentials(inputs)   # the public form of every URL (a key in a URL is not written)
     atomic_write(folder / name, json.dumps(stamps, indent=1, sort_keys=True, default=str))
 
-
+# %% ../../../nbs/27_fingerprints.ipynb #e442608a
 def check_stamp(folder: Path, stage: str, inputs: dict, outputs: Iterable[Path], policy: str = "recompute",
                 log=print, name: str = "stamps.json") -> bool:
     """True when `folder`'s outputs of `stage` were made from `inputs` (reuse them). Otherwise the outputs that exist are

@@ -18,13 +18,16 @@ from .files import atomic_write
 class Busy(ConfigError):
     "Another process holds the lock and this one was told not to wait (or waited past its timeout)."
 
+# %% auto #0
+__all__ = ['Busy', 'lock_path', 'exclusive']
 
+# %% ../../../nbs/28_locks.ipynb #3e41b056
 def lock_path(path) -> Path:
     "The lock file of a protected path: `.<name>.lock` beside it (outside it, so rebuilding the path never removes it)."
     path = Path(path)
     return path.with_name(f".{path.name}.lock")
 
-
+# %% ../../../nbs/28_locks.ipynb #daeccacc
 @contextmanager
 def exclusive(path, what: str, wait: bool = True, timeout_s: float | None = None, log=print):
     """Hold the lock of `path` while doing `what`. When another process holds it: wait (`wait=True`; up to `timeout_s`, None
@@ -48,6 +51,3 @@ def exclusive(path, what: str, wait: bool = True, timeout_s: float | None = None
     finally:
         pid_f.unlink(missing_ok=True)
         lock.release()
-
-# %% auto #0
-__all__ = ['Busy', 'lock_path', 'exclusive']

@@ -30,7 +30,7 @@ __all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'MAX_RECORD_CHARS', 'Document', 'Ins
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
-
+# %% ../../../nbs/00_schema.ipynb #5e7e06ee
 class Document(_Record):
     "One source document of a corpus."
     id: str = Field(min_length=1)
@@ -38,7 +38,7 @@ class Document(_Record):
     text: str
     meta: dict[str, Any] = Field(default_factory=dict)
 
-
+# %% ../../../nbs/00_schema.ipynb #b541d94e
 class Instance(_Record):
     "One question of a benchmark, with whatever gold evidence the benchmark provides."
     id: str = Field(min_length=1)
@@ -60,14 +60,14 @@ class Instance(_Record):
             raise ValueError(f"fan_in={self.fan_in} but gold_docs holds {len(set(self.gold_docs))} distinct documents")
         return self
 
-
+# %% ../../../nbs/00_schema.ipynb #d356567d
 def gold_statements(inst: Instance) -> list[str]:
     "The gold units an answer or a pack is judged against: the gold statements, else the gold claims, else the reference answer."
     if inst.gold_statements: return list(inst.gold_statements)
     if inst.gold_claims: return list(inst.gold_claims)
     return [inst.answer] if inst.answer else []
 
-
+# %% ../../../nbs/00_schema.ipynb #38e36725
 class Unit(_Record):
     "One evidence unit of a pack: a passage, the document it comes from, its score and rank (1 = best)."
     doc_id: str = Field(min_length=1)
@@ -76,7 +76,7 @@ class Unit(_Record):
     rank: int = Field(ge=1)
     meta: dict[str, Any] = Field(default_factory=dict)
 
-
+# %% ../../../nbs/00_schema.ipynb #06eb922e
 class Pack(_Record):
     "The evidence pack a system built for one instance, and what building it cost."
     instance_id: str = Field(min_length=1)
@@ -125,7 +125,7 @@ class Answer(_Record):
     cache_key: str = ""
     meta: dict[str, Any] = Field(default_factory=dict)
 
-
+# %% ../../../nbs/00_schema.ipynb #61dbc875
 class Judgment(_Record):
     "One judge's scores for one answer, with the detail behind them; a failed judgment has status=failed and no scores."
     instance_id: str = Field(min_length=1)
@@ -149,7 +149,7 @@ def _show(value: Any, n: int = 100) -> str:
     if len(s) > n: s = s[:n * 2 // 3] + " ... " + s[-n // 3:]
     return f"{s} ({type(value).__name__})"
 
-
+# %% ../../../nbs/00_schema.ipynb #12df99c5
 @dataclass
 class Problem:
     "One thing wrong with input data: the file, the line (None: the file or folder as a whole), the field, the value found, what was expected, the fix."
@@ -164,7 +164,7 @@ class Problem:
         where = f"{self.path}, line {self.line}" if self.line else str(self.path)
         return f"{where}: field '{self.field}' = {_show(self.value)}: expected {self.expected}" + (f"; {self.fix}" if self.fix else "")
 
-
+# %% ../../../nbs/00_schema.ipynb #88be21f0
 class DataError(ConfigError):
     """Input data that cannot be used, with every problem found: the first `max_shown` in the message, all of them in `.problems`.
     A `ConfigError` (and so a `ValueError`): the CLI prints it and exits 2, with no traceback."""
@@ -177,11 +177,11 @@ class DataError(ConfigError):
             msg += "\n".join(f"  {p}" for p in self.problems[:max_shown])
         super().__init__(msg)
 
-
+# %% ../../../nbs/00_schema.ipynb #368f356c
 class DataWarning(UserWarning):
     "Input data that loads, but with a defect worth knowing (e.g. references that resolve to no page)."
 
-
+# %% ../../../nbs/00_schema.ipynb #22573c0e
 class RecordError(DataError):
     "One malformed record in a JSONL file: says where, which field, what was found and what was expected."
     def __init__(self, path, line: int, field: str, value: Any, expected: str, hint: str = ""):
@@ -202,7 +202,7 @@ class Dataset(Protocol):
     def instances(self, domain: str | None = None) -> list[Instance]: ...
     def snapshot(self) -> dict: ...   # a `Snapshot`'s fields (below)
 
-
+# %% ../../../nbs/00_schema.ipynb #be6704f6
 def dataset_gaps(obj) -> list[str]:
     "What `obj` lacks of the Dataset contract (empty: it is one): the protocol's own members, read from it, never a list kept by hand."
     fields = list(Dataset.__annotations__)
@@ -215,14 +215,14 @@ class Fetchable(Protocol):
     "A dataset class whose releases the lab can download and check: `fetch(dest[, which]) -> folder` (`fanin data NAME --dest`)."
     def fetch(self, dest=None, *which) -> Path: ...
 
-
+# %% ../../../nbs/00_schema.ipynb #47ac81ab
 @runtime_checkable
 class ResolvesReferences(Protocol):
     "A dataset whose gold references are resolved to pages: its `resolution` table and `resolution_summary()` (`fanin data-report`)."
     resolution: Any
     def resolution_summary(self) -> dict: ...
 
-
+# %% ../../../nbs/00_schema.ipynb #ce96de7a
 @runtime_checkable
 class HasTopics(Protocol):
     "A dataset whose pages sit in one folder per domain, `topic_dir(domain)`: the layout `fanin generate` writes questions for."
@@ -241,7 +241,7 @@ class Snapshot(BaseModel):
     source: str = Field("", description="where the release comes from (a repository, a folder name)")
     root: str = Field("", description="the folder it was read from")
 
-
+# %% ../../../nbs/00_schema.ipynb #6103ba66
 def snapshot_problem(ds) -> str | None:
     "None when `ds.snapshot()` is a `Snapshot`; else its first problem in words (field and what it lacks)."
     try: Snapshot.model_validate(ds.snapshot())
@@ -276,14 +276,14 @@ def _open_text(path: Path, mode: str):
         return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8")
     return open(path, mode, encoding="utf-8")
 
-
+# %% ../../../nbs/00_schema.ipynb #c9fe7da9
 def _lookup(d: Any, loc: tuple) -> Any:
     for k in loc:
         try: d = d[k]
         except (KeyError, IndexError, TypeError): return "<missing>"
     return d
 
-
+# %% ../../../nbs/00_schema.ipynb #452b0177
 def parse_record(cls: Type[R], obj: Any, path="<memory>", line: int = 0) -> R:
     "Validate one decoded JSON object as `cls`, raising `RecordError` with the first problem."
     if not isinstance(obj, dict):
@@ -300,7 +300,7 @@ def parse_record(cls: Type[R], obj: Any, path="<memory>", line: int = 0) -> R:
         if err.get("type") == "extra_forbidden": expected = f"no such field in {cls.__name__} (fields: {', '.join(cls.model_fields)})"
         raise RecordError(path, line, field, value, f"{expected} [{cls.__name__}]") from None
 
-
+# %% ../../../nbs/00_schema.ipynb #5ab138a0
 def iter_jsonl(path, cls: Type[R], tolerate_truncated_tail: bool = False) -> Iterator[R]:
     "Yield validated records of `cls` from a JSONL (or JSONL.gz) file."
     path = Path(path)
@@ -316,17 +316,17 @@ def iter_jsonl(path, cls: Type[R], tolerate_truncated_tail: bool = False) -> Ite
                 raise RecordError(path, i, "<line>", raw.strip()[:80], f"one JSON object per line ({e.msg} at column {e.colno})") from None
             yield parse_record(cls, obj, path, i)
 
-
+# %% ../../../nbs/00_schema.ipynb #3c2ff314
 def read_jsonl(path, cls: Type[R], tolerate_truncated_tail: bool = False) -> list[R]:
     "Read and validate every record of `cls` in a JSONL (or JSONL.gz) file."
     return list(iter_jsonl(path, cls, tolerate_truncated_tail))
 
-
+# %% ../../../nbs/00_schema.ipynb #07a078de
 def _dump(rec) -> str:
     obj = rec.model_dump(mode="json") if isinstance(rec, BaseModel) else rec
     return json.dumps(obj, ensure_ascii=False, sort_keys=False)
 
-
+# %% ../../../nbs/00_schema.ipynb #c87b3107
 def write_jsonl(path, records: Iterable) -> Path:
     "Write records (pydantic models or dicts) atomically to a JSONL (or JSONL.gz) file."
     path = Path(path)
@@ -337,7 +337,7 @@ def write_jsonl(path, records: Iterable) -> Path:
     os.replace(tmp, path)
     return path
 
-
+# %% ../../../nbs/00_schema.ipynb #9d4abad6
 class JsonlAppender:
     "Append records one by one (flushed each time) to a plain JSONL file; for resumable stages."
     def __init__(self, path):
@@ -360,7 +360,7 @@ class RawRecord(BaseModel):
     @classmethod
     def fix(cls, field: str, value: Any) -> str: return ""
 
-
+# %% ../../../nbs/00_schema.ipynb #e7a9add4
 def record_problems(cls: Type[RawRecord], obj: Any, path, line: int) -> tuple[RawRecord | None, list[Problem]]:
     "Validate one decoded JSON object as `cls`: the record (None if invalid) and every problem found, one per field."
     if not isinstance(obj, dict):
@@ -388,7 +388,7 @@ def record_problems(cls: Type[RawRecord], obj: Any, path, line: int) -> tuple[Ra
             out.append(Problem(str(path), line, field, value, expected, fix))
         return None, out
 
-
+# %% ../../../nbs/00_schema.ipynb #26611c5f
 def _encoding_problem(path, data: bytes, e: UnicodeDecodeError, line: int, offset: int, field: str) -> Problem:
     "Bytes that are not UTF-8: the byte offset in the file, the line, the bytes around them."
     bad, context = data[e.start:e.end], data[max(0, e.start - 24):e.end + 24]
@@ -396,7 +396,7 @@ def _encoding_problem(path, data: bytes, e: UnicodeDecodeError, line: int, offse
                    f"byte offset {offset} (line {line}) is {bad!r}, which is not UTF-8: re-encode the file as UTF-8 "
                    f"(e.g. iconv -f cp1252 -t utf-8) or restore it from its source")
 
-
+# %% ../../../nbs/00_schema.ipynb #1aa7311c
 def _field_with_bad_bytes(raw: bytes) -> str:
     "Which field of a JSON line holds the undecodable bytes (decoded with surrogateescape, they are lone surrogates)."
     try: obj = json.loads(raw.decode("utf-8", "surrogateescape"))
@@ -409,7 +409,7 @@ def _field_with_bad_bytes(raw: bytes) -> str:
         if bad.search(k): return k
     return "<line>"
 
-
+# %% ../../../nbs/00_schema.ipynb #3058cd1e
 def decode_utf8(path, data: bytes) -> tuple[str | None, Problem | None]:
     "A whole file's bytes as text, or None and the problem (byte offset and line of the first byte that is not UTF-8)."
     try: return data.decode("utf-8"), None
@@ -417,7 +417,7 @@ def decode_utf8(path, data: bytes) -> tuple[str | None, Problem | None]:
         line = data.count(b"\n", 0, e.start) + 1
         return None, _encoding_problem(path, data, e, line, e.start, "<text>")
 
-
+# %% ../../../nbs/00_schema.ipynb #77c4f637
 # an input record (a question, a reference) longer than this is damaged: the longest WildGraphBench line has 3,697 characters
 MAX_RECORD_CHARS = 100_000
 

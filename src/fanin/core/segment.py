@@ -32,17 +32,17 @@ def clean(text: str) -> str:
     lines = (_HSPACE.sub(" ", l).strip() for l in t.split("\n"))
     return "\n".join(l for l in lines if l)
 
-
+# %% ../../../nbs/14_segment.ipynb #ba8f1152
 def normalise(text: str) -> str:
     "What quote matching compares (AuthTrace-format loader, quote-level evidence judge): `clean`, lowercase, whitespace as single spaces."
     return " ".join(clean(text).lower().split())
 
-
+# %% ../../../nbs/14_segment.ipynb #09c08293
 def count_tokens(text: str) -> int:
     "K.2 token count: CJK characters + contiguous Latin alphanumeric runs."
     return sum(1 for _ in TOKEN_RE.finditer(text))
 
-
+# %% ../../../nbs/14_segment.ipynb #53b1623d
 @dataclass(frozen=True)
 class Segment:
     "One canonical segment: its text, token count, and where it came from (document, unit rank)."
@@ -74,7 +74,7 @@ def _sentences(c: str, starts: list[int], max_tokens: int) -> list[tuple[int, in
     add(start, len(c))
     return out
 
-
+# %% ../../../nbs/14_segment.ipynb #e28e255a
 def segment_text(text: str, target: int = 120, max_tokens: int = 180, min_tokens: int = 40) -> list[Segment]:
     "Canonical segments of one text (K.2 steps 1-5; duplicates are removed per pack by `segment_units`, and here too)."
     c = clean(text)
@@ -102,12 +102,12 @@ def segment_text(text: str, target: int = 120, max_tokens: int = 180, min_tokens
         segs.append(Segment(t, n, forced=forced))
     return segs
 
-
+# %% ../../../nbs/14_segment.ipynb #6d3f972b
 @lru_cache(maxsize=200_000)
 def _segments_cached(text: str, target: int, max_tokens: int, min_tokens: int) -> tuple[Segment, ...]:
     return tuple(segment_text(text, target, max_tokens, min_tokens))
 
-
+# %% ../../../nbs/14_segment.ipynb #79dc0190
 def segment_units(units: list[Unit], max_segments: int = 2000, target: int = 120, max_tokens: int = 180,
                   min_tokens: int = 40) -> tuple[list[Segment], dict]:
     """A pack's canonical segments in unit order, each with its document; duplicates across units removed; capped.

@@ -37,11 +37,11 @@ def token_spans(text: str) -> list[tuple[int, int]]:
     "Character spans of the tokens of `text`."
     return [m.span() for m in TOKEN_RE.finditer(text)]
 
-
+# %% ../../../nbs/02_text.ipynb #9e5845be
 def count_tokens(text: str) -> int:
     return sum(1 for _ in TOKEN_RE.finditer(text))
 
-
+# %% ../../../nbs/02_text.ipynb #760aeb7f
 def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
     "Character spans of chunks of `size` tokens overlapping by `overlap` tokens (the last chunk may be shorter)."
     if size <= 0 or not 0 <= overlap < size:
@@ -56,7 +56,7 @@ def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
         if j == n: break
     return out
 
-
+# %% ../../../nbs/02_text.ipynb #691eb071
 def chunk_text(text: str, size: int, overlap: int) -> list[str]:
     return [text[a:b] for a, b in chunk_spans(text, size, overlap)]
 

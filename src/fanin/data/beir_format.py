@@ -31,7 +31,7 @@ class BeirDoc(RawRecord):
     title: str = Field(default="", description="the document's title, a string (may be empty)")
     text: str = Field(description="the document's text, a string")
 
-
+# %% ../../../nbs/36a_beir_format.ipynb #a3aad649
 class BeirQuery(RawRecord):
     "One line of BEIR's queries.jsonl."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -159,7 +159,7 @@ def _unpack(zip_path: Path, name: str, into: Path):
                 raise ConfigError(f"{zip_path}: member {m.filename!r} points outside the dataset's folder; nothing was unpacked")
             z.extract(m, into)
 
-
+# %% ../../../nbs/36a_beir_format.ipynb #ab59feed
 def fetch_beir(name: str, dest, mirror=None, timeout: int = 600) -> Path:
     """BEIR dataset `name` at `dest/name`: left as it is when there; else its zip from `mirror` (default `$FANIN_DATA_MIRROR`,
     holding `beir/NAME.zip`) or BEIR's release, checked against the published md5, unpacked and renamed into place."""

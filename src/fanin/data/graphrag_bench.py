@@ -26,7 +26,10 @@ def _nonempty(v: str) -> str:
     if not v.strip(): raise ValueError("empty")
     return v
 
+# %% auto #0
+__all__ = ['TYPES', 'DOMAIN', 'GBQuestion', 'choice_problems', 'reader_question', 'GraphRAGBench']
 
+# %% ../../../nbs/34_graphrag_bench.ipynb #9fe0a8d7
 class GBQuestion(RawRecord):
     "One line of `questions/<TYPE>.jsonl`."
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
@@ -37,7 +40,7 @@ class GBQuestion(RawRecord):
     answer: Annotated[str, AfterValidator(_nonempty)] = Field(alias="Answer", description="the gold answer, a non-empty string")
     choices: dict[str, str] | None = Field(None, alias="Choices", description="for MC and MS: a mapping from option letter to option text")
 
-
+# %% ../../../nbs/34_graphrag_bench.ipynb #292f1f42
 def choice_problems(path, line: int, qtype: str, obj: dict) -> list[Problem]:
     "The rules a single record cannot state: Choices only for MC / MS, and the answer's letters among them."
     ch, ans = obj.get("Choices"), str(obj.get("Answer", "")).strip()
@@ -54,9 +57,6 @@ def choice_problems(path, line: int, qtype: str, obj: dict) -> list[Problem]:
     if qtype == "MS" and (not letters or any(x not in ch for x in letters) or len(set(letters)) != len(letters)):
         return [Problem(str(path), line, "Answer", ans, f"distinct option letters among {', '.join(ch)} (e.g. \"ABD\")", "write the letters of every correct option")]
     return []
-
-# %% auto #0
-__all__ = ['TYPES', 'DOMAIN', 'GBQuestion', 'choice_problems', 'reader_question', 'GraphRAGBench']
 
 # %% ../../../nbs/34_graphrag_bench.ipynb #gb05
 def reader_question(q: GBQuestion, qtype: str) -> str:
@@ -170,7 +170,7 @@ def fetch(cls: GraphRAGBench, dest=None) -> Path:
     cls(dest)   # the layout and every field, checked now
     return dest
 
-
+# %% ../../../nbs/34_graphrag_bench.ipynb #78129300
 @patch
 def snapshot(self: GraphRAGBench) -> dict:
     h = hashlib.sha1()

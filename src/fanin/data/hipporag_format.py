@@ -28,7 +28,11 @@ def _nonempty(v: str) -> str:
     if not v.strip(): raise ValueError("empty")
     return v
 
+# %% auto #0
+__all__ = ['UNITS', 'Text', 'Paragraph', 'ParagraphQuestion', 'FactQuestion', 'CorpusPassage', 'passage_ids', 'HippoRAGFormat',
+           'cited_by', 'repeat_problems', 'drop_repeated_passages', 'git_blob']
 
+# %% ../../../nbs/36_hipporag_format.ipynb #4c9c57c0
 Text = Annotated[str, AfterValidator(_nonempty)]
 
 
@@ -41,7 +45,7 @@ def _pairs(first: type, second: type):
         return v
     return check
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #d301beb3
 class Paragraph(BaseModel):
     "One of a MuSiQue-style question's candidate paragraphs."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -49,7 +53,7 @@ class Paragraph(BaseModel):
     paragraph_text: Text = Field(description="the paragraph's text, a non-empty string")
     is_supporting: bool = Field(description="true for a gold supporting paragraph, else false")
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #214f6f14
 class ParagraphQuestion(RawRecord):
     "A MuSiQue / HippoRAG 2 style question: gold evidence as `paragraphs` flagged `is_supporting`."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -58,7 +62,7 @@ class ParagraphQuestion(RawRecord):
     answer: Text = Field(description="the gold answer, a non-empty string")
     paragraphs: list[Paragraph] = Field(min_length=1, description="the candidate paragraphs, a non-empty list of {title, paragraph_text, is_supporting}")
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #4bb5ebd9
 class FactQuestion(RawRecord):
     "A HotpotQA / 2WikiMultiHopQA style question: gold evidence as `supporting_facts` ([title, sentence index] pairs)."
     model_config = ConfigDict(extra="ignore", strict=True, populate_by_name=True)
@@ -69,7 +73,7 @@ class FactQuestion(RawRecord):
     supporting_facts: Annotated[list[list], AfterValidator(_pairs(str, int))] = Field(min_length=1, description="a non-empty list of [title, sentence index] pairs")
     context: Annotated[list[list], AfterValidator(_pairs(str, list))] = Field([], description="the candidate pages, a list of [title, [sentences]]")
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #89b9bde4
 class CorpusPassage(RawRecord):
     "One passage of a list-shaped corpus."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -77,14 +81,10 @@ class CorpusPassage(RawRecord):
     text: Text = Field(description="the passage's text, a non-empty string")
 from .release import ReleaseError, fetch as fetch_release
 
-# %% auto #0
-__all__ = ['UNITS', 'Text', 'Paragraph', 'ParagraphQuestion', 'FactQuestion', 'CorpusPassage', 'passage_ids', 'HippoRAGFormat',
-           'cited_by', 'repeat_problems', 'drop_repeated_passages', 'git_blob']
-
 # %% ../../../nbs/36_hipporag_format.ipynb #f37cf258
 def _norm(text: str) -> str: return " ".join(text.split())
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #e9b84ac5
 def _passages(path: Path, data: Any) -> tuple[list[tuple[str, str]], list[Problem]]:
     "A corpus file's passages as (title, text) in file order: a list of {title, text}, or a mapping title -> [sentences]."
     out, problems = [], []
@@ -105,7 +105,7 @@ def _passages(path: Path, data: Any) -> tuple[list[tuple[str, str]], list[Proble
         problems.append(Problem(str(path), None, "<file>", "empty", "at least one passage", "restore the corpus file"))
     return out, problems
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #59be3298
 def passage_ids(passages: list[tuple[str, str]]) -> list[str]:
     "Each passage's document id: its title, or `title #n` (n-th passage of that title, in corpus order) when the title repeats."
     count: dict[str, int] = {}
@@ -137,7 +137,7 @@ def _read_json(path: Path) -> tuple[Any, list[Problem], list[tuple[dict, str, li
         return None, [Problem(str(path), e.lineno, "<json>", text.splitlines()[e.lineno - 1][:80] if text.strip() else "",
                               "one JSON document", f"fix the JSON at line {e.lineno}, column {e.colno}: {e.msg}")], []
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #4fdfaa31
 class HippoRAGFormat:
     """Datasets in HippoRAG's layout (`NAME.json` + `NAME_corpus.json` in `root`): each NAME a domain with its own corpus. `domains`:
     `all` or a list of NAMEs; `unit`: `passage` (each corpus passage a document, the default) or `title` (the passages of one title
@@ -197,7 +197,7 @@ def cited_by(qs: list) -> dict:
 # %% ../../../nbs/36_hipporag_format.ipynb #hr36rp1
 def _records(who: list[int]) -> str: return f"record{'s' if len(who) > 1 else ''} {', '.join(map(str, who))}" if who else "no question"
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #6a68b8a5
 def repeat_problems(path: Path, data: Any, repeated: list, cites: dict, qname: str) -> tuple[list[Problem], list[str]]:
     """The problems of the keys `path` held twice (see `_read_json`), and the titles of a title -> sentences corpus that were written
     twice with the same sentences (read once). A field repeated inside a record stops: which value was meant is unknowable. A
@@ -217,7 +217,7 @@ def repeat_problems(path: Path, data: Any, repeated: list, cites: dict, qname: s
                                 "remove one of them"))
     return problems, same
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #65d39bb5
 def _holds(container, obj) -> bool:
     "Whether `obj` is `container` or nested inside it (by identity)."
     if container is obj: return True
@@ -297,23 +297,23 @@ def _load(self: HippoRAGFormat, domain: str):
     self._corpora[domain] = Corpus(f"{self.name}/{domain}", docs)
     self._instances += out
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #f181552c
 @patch
 def corpus(self: HippoRAGFormat, domain: str) -> Corpus:
     if domain not in self._corpora: raise ConfigError(f"{domain!r} is not a loaded domain of {self.root} ({', '.join(self.domains)})")
     return self._corpora[domain]
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #be02a78d
 @patch
 def instances(self: HippoRAGFormat, domain: str | None = None) -> list[Instance]:
     return [i for i in self._instances if domain in (None, i.domain)]
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #2cb65fc1
 def git_blob(data: bytes) -> str:
     "A file's git blob id (what `git hash-object FILE` prints): how the papers' released files are identified."
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #2207cf76
 @patch
 def snapshot(self: HippoRAGFormat) -> dict:
     """What keys a run for the integrity check and names its data on every table: the sha1 of every file read, and as `commit`
@@ -326,6 +326,7 @@ def snapshot(self: HippoRAGFormat) -> dict:
     return {"dataset": self.name, "source": self.root.name, "commit": ",".join(blobs), "qa_sha1": h.hexdigest()[:12], "root": str(self.root),
             "domains": self.domains, "clean": False, "unit": self.unit, "title_in_text": self.title_in_text}
 
+# %% ../../../nbs/36_hipporag_format.ipynb #f0f0b73b
 def _repeated_ids(out, qpath) -> list:
     "A question id used by two records: a Problem for each repeat, naming the first record."
     seen, problems = {}, []
@@ -334,7 +335,7 @@ def _repeated_ids(out, qpath) -> list:
         seen.setdefault(i.id, i.meta["record"])
     return problems
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #eff85a1d
 @patch
 def _report_repeats(self: HippoRAGFormat, cpath, qpath, data, dropped, same_titles, cites):
     "Keep the passages read once (`repeated_passages`) and warn once, naming the first three and the questions they are gold for."
@@ -349,7 +350,7 @@ def _report_repeats(self: HippoRAGFormat, cpath, qpath, data, dropped, same_titl
                   f"first copy (HippoRAG's content-keyed passage store counts it once too); first {min(3, len(rows))}: {first}. "
                   f"The full list is `dataset.repeated_passages`.", DataWarning, stacklevel=4)
 
-
+# %% ../../../nbs/36_hipporag_format.ipynb #3cc0939b
 @patch
 def _documents(self: HippoRAGFormat, ids, passages):
     """The retrieval units (one per passage, or one per title with `unit: title`), and two lookups for gold: (title, text) ->
@@ -364,4 +365,3 @@ def _documents(self: HippoRAGFormat, ids, passages):
         where = {(_norm(t), _norm(x)): i for i, (t, x) in zip(ids, passages)}
     titles = {_norm(t): (t if self.unit == "title" else [i for i, (tt, _) in zip(ids, passages) if tt == t]) for t, _ in passages}
     return docs, where, titles
-

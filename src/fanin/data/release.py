@@ -68,7 +68,7 @@ def present(name: str, dest) -> bool:
     if "parts" in r: return all((dest / p).exists() for p in r["parts"][:2])
     return all((dest / f).is_file() for f in r["files"])
 
-
+# %% ../../../nbs/03a_release.ipynb #02bc4a40
 def verify(name: str, folder) -> str | None:
     "None when `folder` holds exactly the pinned release `name`; otherwise what differs, in words."
     r, folder = RELEASES[name], Path(folder)
@@ -91,7 +91,7 @@ def _copy_from_mirror(name: str, src: Path, tmp: Path):
         if s.is_dir(): shutil.copytree(s, tmp / p)
         elif s.is_file(): shutil.copy2(s, tmp / p)
 
-
+# %% ../../../nbs/03a_release.ipynb #d500783d
 def _download(name: str, tmp: Path, timeout: int):
     r = RELEASES[name]
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
@@ -153,7 +153,7 @@ def params_paths(params="params.yaml") -> dict[str, Path]:
         if sep and not line.startswith((" ", "#")): vals[key.strip()] = val.split("#", 1)[0].strip()
     return {n: (params.parent / vals[r["param"]]).resolve() for n, r in RELEASES.items() if vals.get(r["param"])}
 
-
+# %% ../../../nbs/03a_release.ipynb #a8a1425c
 def ensure(params="params.yaml", log=print) -> list[str]:
     "Every release params.yaml names is present or fetched; returns the problems (empty when all is well)."
     problems = []
@@ -164,7 +164,7 @@ def ensure(params="params.yaml", log=print) -> list[str]:
         except (ReleaseError, OSError) as e: problems.append(f"make reproduce: {e}")
     return problems
 
-
+# %% ../../../nbs/03a_release.ipynb #a7c9cc9a
 def main(argv=None):
     "`python -m fanin.data.release [params.yaml]`: ensure the data, or print one line per problem and exit 2."
     problems = ensure((argv if argv is not None else sys.argv[1:] or ["params.yaml"])[0])

@@ -53,7 +53,7 @@ def default_root() -> Path:
     if os.environ.get(ENV_ROOT): return Path(os.environ[ENV_ROOT]).expanduser()
     return repo_root().parent / "shared" / "data" / "wildgraphbench"
 
-
+# %% ../../../nbs/03_wildgraphbench.ipynb #c6c86b67
 def resolve_root(root=None) -> Path:
     "The data root to read, checked: it must hold `QA/` and `corpus/`. None means the default; an empty string is an error."
     if root is not None and not str(root).strip():
@@ -66,13 +66,13 @@ def resolve_root(root=None) -> Path:
                           f"${ENV_ROOT}, or fetch it with `fanin data --dest {r}` where the internet is reachable.")
     return r
 
-
+# %% ../../../nbs/03_wildgraphbench.ipynb #03b69f0e
 def page_file_name(title: str) -> str:
     "The file name WildGraphBench gives a reference page with this title."
     f = re.sub(r"[^A-Za-z0-9 _\-]", "", title).replace("_", " ")
     return re.sub(r"\s+", " ", f).strip()[:80].strip() + ".txt"
 
-
+# %% ../../../nbs/03_wildgraphbench.ipynb #2a9f6919
 def question_id(domain: str, question: str) -> str:
     return f"{domain}-{hashlib.sha1(question.encode('utf-8')).hexdigest()[:10]}"
 
@@ -81,18 +81,18 @@ def _url(v: str) -> str:
     if not URL_RE.match(v): raise ValueError("not an http(s) URL")
     return v
 
-
+# %% ../../../nbs/03_wildgraphbench.ipynb #11519382
 def _nonempty(v: str) -> str:
     if not v.strip(): raise ValueError("empty")
     return v
 
-
+# %% ../../../nbs/03_wildgraphbench.ipynb #6973e8dc
 def _qtype(question_type) -> str | None:
     "The normalised type of a `question_type` value (a one-element list or a string), None when it names none."
     t = question_type if isinstance(question_type, str) else (question_type[0] if len(question_type) == 1 else None)
     return QTYPES.get(t)
 
-
+# %% ../../../nbs/03_wildgraphbench.ipynb #c68f731f
 Url = Annotated[str, AfterValidator(_url)]
 TYPE_CHOICES = '["single-fact"], ["multi-fact"] or ["summary"]'
 
@@ -154,7 +154,7 @@ class QuestionRecord(RawRecord):
         if field.startswith("gold_statements"): return 'write the statements as a list of strings, e.g. ["...", "..."]'
         return ""
 
-
+# %% ../../../nbs/03_wildgraphbench.ipynb #7c95fa14
 class ReferenceRecord(RawRecord):
     "One line of `corpus/<domain>/<topic>/references.jsonl`: a reference the article cites (its page may or may not have been fetched)."
     title: Annotated[str, AfterValidator(_nonempty)] = Field(
@@ -213,6 +213,7 @@ class WildGraphBench:
 def _pages(self: WildGraphBench, domain: str) -> dict[str, Path]:
     return {p.name: p for p in sorted((self.topic_dir(domain) / "reference_pages").glob("*.txt"))}
 
+# %% ../../../nbs/03_wildgraphbench.ipynb #0c46a75e
 @patch
 def corpus(self: WildGraphBench, domain: str) -> Corpus:
     "The domain's reference pages as a `Corpus` (cleaned when `clean`)."
@@ -263,7 +264,7 @@ def junk_share(text: str) -> float | None:
     junk = sum(c == "\ufffd" or unicodedata.category(c) in JUNK_CATEGORIES for c in re.findall(r"[^\w!-/:-@\[-`{-~]", visible))
     return junk / len(visible) if visible and junk * 2 > len(visible) else None
 
-
+# %% ../../../nbs/03_wildgraphbench.ipynb #670bfdfe
 def page_problem(path: Path, text: str, elsewhere: str) -> Problem | None:
     """What is wrong with one page's text, if anything: no text after its title line (an emptied file), more than half of its
     visible characters control characters or U+FFFD (binary bytes, not a page), or absurdly long."""
@@ -346,6 +347,7 @@ def _read_domain(self: WildGraphBench, domain: str) -> tuple[dict, list[Problem]
     out["pages"], out["qa"] = pages, qa
     return out, problems
 
+# %% ../../../nbs/03_wildgraphbench.ipynb #e96b6d46
 @patch
 def _load(self: WildGraphBench):
     "Read and check every file of the selected domains (raising one `DataError` with all problems), then resolve the references."
@@ -363,6 +365,7 @@ def _load(self: WildGraphBench):
     if len(self.same_url): self._report_same_url()
     if len(self.unresolved): self._report_unresolved()
 
+# %% ../../../nbs/03_wildgraphbench.ipynb #c6286b79
 @patch
 def _report_same_url(self: WildGraphBench, shown: int = 3):
     s = self.same_url
@@ -373,6 +376,7 @@ def _report_same_url(self: WildGraphBench, shown: int = 3):
                   f"page of its first reference (the other pages stay in the corpus as distractors); first {min(shown, len(s))}: {first}. "
                   f"The full list is `bench.same_url`.", DataWarning, stacklevel=4)
 
+# %% ../../../nbs/03_wildgraphbench.ipynb #249fc0e9
 @patch
 def _report_unresolved(self: WildGraphBench, shown: int = 3):
     u = self.unresolved
@@ -438,17 +442,20 @@ def _resolve_domain(self: WildGraphBench, domain: str, data: dict):
             fan_in=len(gold), meta={"ref_urls": list(q.ref_urls), "unresolved_refs": unresolved, "line": lineno}))
     return instances, rows, unres, same
 
+# %% ../../../nbs/03_wildgraphbench.ipynb #285667c9
 @patch
 def instances(self: WildGraphBench, domain: str | None = None) -> list[Instance]:
     "All questions (of one domain if given)."
     inst = self._questions[0]
     return [i for i in inst if domain is None or i.domain == domain]
 
+# %% ../../../nbs/03_wildgraphbench.ipynb #8560ec41
 @patch(as_prop=True)
 def resolution(self: WildGraphBench) -> pd.DataFrame:
     "One row per (question, ref_url): how it resolved to pages, or that it did not."
     return self._questions[1]
 
+# %% ../../../nbs/03_wildgraphbench.ipynb #c281da8a
 @patch
 def resolution_summary(self: WildGraphBench) -> dict:
     r = self.resolution
@@ -460,6 +467,7 @@ def resolution_summary(self: WildGraphBench) -> dict:
             "via_title_header": int(r.file_match.str.contains("title_header").sum()),
             "cited_pages": int(len({d for x in r.doc_ids for d in x.split("|") if d}))}
 
+# %% ../../../nbs/03_wildgraphbench.ipynb #800a662d
 @patch
 def snapshot(self: WildGraphBench) -> dict:
     "What identifies the data a run read: source, commit, and a hash of the question files."

@@ -39,7 +39,7 @@ def __getattr__(name: str):
         return peer_names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
+# %% ../../../nbs/10_bench.ipynb #e5b199aa
 def peak_rss_mb() -> float:
     "This process's peak resident set size (VmHWM; unlike ru_maxrss it is not inherited across fork/exec)."
     try:
@@ -48,7 +48,7 @@ def peak_rss_mb() -> float:
     except OSError: pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-
+# %% ../../../nbs/10_bench.ipynb #1786262c
 def bench_one(system: str, domain: str, overrides=(), n_queries: int | None = None) -> dict:
     "Build `system` over `domain` into a temporary store, then time every question's retrieval."
     from fanin.core.config import k_for
@@ -75,13 +75,13 @@ def bench_one(system: str, domain: str, overrides=(), n_queries: int | None = No
             "p95_ms": float(np.percentile(lat, 95)), "index_bytes": int(stats.get("index_bytes", 0)), "peak_mb": peak_mb,
             "queries": len(lat), "units": stats.get("n_units", ""), "embed_misses": stats.get("misses", "")}
 
-
+# %% ../../../nbs/10_bench.ipynb #be3f0e5a
 def format_line(r: dict) -> str:
     extra = f" queries={r['queries']} units={r['units']}" + (f" embed_misses={r['embed_misses']}" if r["embed_misses"] != "" else "")
     return (f"bench system={r['system']} domain={r['domain']} index_s={r['index_s']:.3f} p50_ms={r['p50_ms']:.3f} "
             f"p95_ms={r['p95_ms']:.3f} index_bytes={r['index_bytes']} peak_mb={r['peak_mb']:.1f}" + extra)
 
-
+# %% ../../../nbs/10_bench.ipynb #15467ba0
 def bench_embedding(overrides=(), n: int = 256, domain: str = "culture") -> str:
     "Embedding throughput of the configured embedder on `n` real 200-token windows, cache off."
     from fanin.run.components import load_dataset
@@ -95,7 +95,7 @@ def bench_embedding(overrides=(), n: int = 256, domain: str = "culture") -> str:
     return (f"bench embed model={emb.name} windows={len(texts)} seconds={dt:.2f} windows_per_s={len(texts)/dt:.1f} "
             f"tokens_per_s={toks/dt:.0f} threads={os.cpu_count()}")
 
-
+# %% ../../../nbs/10_bench.ipynb #579321a6
 def bench_main(systems, domains, overrides=(), one=None, graph_systems=(), graph_domains=(), peers=None,
                peer_domain: str = "mathematics"):
     """Every system on every domain, then the entity-graph systems on their (fewer) domains, each system in its own process;
@@ -177,7 +177,7 @@ def bench_segment(overrides=(), domain: str = "culture") -> str:
     t = time.perf_counter(); n = sum(len(segment_text(x)) for x in texts); dt = time.perf_counter() - t
     return f"bench segment domain={domain} chars={chars} segments={n} seconds={dt:.2f} chars_per_s={chars / dt:.0f}"
 
-
+# %% ../../../nbs/10_bench.ipynb #e82457c7
 def bench_evidence(overrides=(), experiment: str = "paper") -> str:
     "The document-level evidence judge over all questions x the experiment's existing run folders (packs.jsonl.gz)."
     from fanin.judging.evidence import DocumentEvidenceJudge
@@ -241,14 +241,13 @@ def bench_bm25_backends(overrides=(), domains=("culture",), record=None) -> list
         Path(record).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows}, indent=1))
     return rows
 
-
+# %% ../../../nbs/10_bench.ipynb #e001ee9d
 def format_bm25_backends(r: dict) -> str:
     "One `bench bm25_backends` line."
     lat = " ".join(f"{b}_p50_ms={r[f'{b}_p50_ms']:.3f}" for b in ("rank_bm25", "bm25s"))
     return (f"bench bm25_backends domain={r['domain']} queries={r['queries']} method={r['method']} top_k_overlap={r['top_k_overlap']:.4f} "
             f"identical_packs={r['identical_packs']} rank_bm25_er={r['rank_bm25_er']:.4f} bm25s_er={r['bm25s_er']:.4f} "
             f"max_abs_er_diff={r['max_abs_er_diff']:.3f} {lat}")
-
 
 # %% ../../../nbs/10_bench.ipynb #bp17cd01
 def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: int | None = None, llm=None) -> dict:
@@ -294,21 +293,21 @@ def bench_peer(peer: str, domain: str = "mathematics", overrides=(), n_queries: 
             "model_s": float(st.get("llm_model_seconds", 0.0)),
             "p50_ms": float(np.percentile(lat, 50)) if lat else float("nan"), "queries": len(lat), "units": st.get("n_units", "")}
 
-
+# %% ../../../nbs/10_bench.ipynb #cdac16ad
 def format_peer_line(r: dict) -> str:
     return (f"bench peer={r['peer']} domain={r['domain']} env_setup_s={r['env_setup_s']:.2f} first_time={'yes' if r['first_time'] else 'no'} "
             f"index_s={r['index_s']:.3f} model_s={r.get('model_s', 0.0):.3f} llm_calls={r['llm_calls']} prompt_tokens={r['prompt_tokens']} "
             f"completion_tokens={r['completion_tokens']} p50_ms={r['p50_ms']:.3f} llm_requests={r['llm_requests']} "
             f"queries={r['queries']} units={r['units']} package={r['package']}=={r['version']}")
 
-
+# %% ../../../nbs/10_bench.ipynb #ecfd9991
 class PeerBuildFailed(RuntimeError):
     "A peer's index build failed during the bench; `cost` is what it spent until then (index_s and `llm_cost`'s fields)."
     def __init__(self, peer: str, cost: dict):
         super().__init__(f"{peer}: the index build failed")
         self.peer, self.cost = peer, cost
 
-
+# %% ../../../nbs/10_bench.ipynb #4495be4b
 def peer_error_line(peer: str, e: BaseException) -> str:
     """`bench peer=<name> [what a failed build cost] error=<one line>`: the error's type, its first line and, for a pip failure,
     pip's last line."""
@@ -323,13 +322,13 @@ def peer_error_line(peer: str, e: BaseException) -> str:
     if len(lines) > 1 and re.search(r"\bpip\b", msg): msg += " | " + lines[-1]
     return f"bench peer={peer} {cost}error={type(e).__name__}: {msg[:400]}"
 
-
+# %% ../../../nbs/10_bench.ipynb #02fa753e
 def bench_peer_line(peer: str, domain: str = "mathematics", overrides=(), n_queries: int | None = None, llm=None) -> str:
     "One peer's bench line, or its error line (never raises for a peer's failure)."
     try: return format_peer_line(bench_peer(peer, domain, overrides, n_queries, llm))
     except Exception as e: return peer_error_line(peer, e)
 
-
+# %% ../../../nbs/10_bench.ipynb #f283d6d4
 def bench_peers(peers=None, domain: str = "mathematics", overrides=(), n_queries: int | None = None) -> list[str]:
     "Each of `peers` (None: every peer, `BENCH_PEERS`) on `domain`, one line each, printed as it finishes; one LLM (one embedded server) serves them all."
     from fanin.systems.peers import peer_names

@@ -53,6 +53,7 @@ def cmd_run(overrides, stages):
         print(f"tables: {paths['by_fan_in_bin'].parent}/{table_name(cfg)}_*.csv")
         print(headline(paths["by_fan_in_bin"]))
 
+# %% ../../../nbs/09_cli.ipynb #9ab64e23
 def cmd_segment(file, target=120, max_tokens=180, min_tokens=40):
     "Print the canonical segments of a UTF-8 text file as JSON lines {text, tokens}."
     from fanin.core.segment import segment_text
@@ -70,6 +71,7 @@ def cmd_stats(overrides):
     cfg = compose(overrides)
     stats_table(load_dataset(cfg)).to_csv(sys.stdout, index=False)
 
+# %% ../../../nbs/09_cli.ipynb #4df51585
 def cmd_data(dest, name="wildgraphbench"):
     """`fanin data [NAME[:WHICH]] [--dest PATH]`: a dataset that declares `fetch(dest[, which])` (part of the Dataset contract for
     data that can be downloaded; `beir:scifact`: which of its releases) puts its files at `dest` and says where; the others say how."""
@@ -83,7 +85,7 @@ def cmd_data(dest, name="wildgraphbench"):
     path = cls.fetch(dest, *which)
     print(f"{name}: {path} (use dataset={name} dataset.root={path})")
 
-
+# %% ../../../nbs/09_cli.ipynb #1ef03372
 def cmd_data_report(overrides):
     """`outputs/data/`: the dataset's statistics and snapshot (every Dataset), and for a dataset whose gold references are resolved
     to pages (WildGraphBench: `resolution` and `resolution_summary()`) the resolution report."""
@@ -118,12 +120,14 @@ def cmd_metrics(overrides):
     (out / f"{table_name(cfg)}.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary))
 
+# %% ../../../nbs/09_cli.ipynb #cb965bfe
 def cmd_tables(overrides):
     from fanin.results.lab_report import experiment_tables
     cfg = compose(overrides)
     paths = experiment_tables(finished_runs(overrides), table_name(cfg), cfg.fan_in_bins, resolve_path(cfg.paths.outputs) / "tables")
     print("\n".join(f"table: {p}" for p in paths.values()))
 
+# %% ../../../nbs/09_cli.ipynb #0f8f4f0d
 def cmd_report(overrides):
     "Figures and outputs/report.md for the experiment (and the top-k sweep, where its runs exist)."
     from fanin.judging.metrics import fan_in_tables
@@ -142,6 +146,7 @@ def cmd_report(overrides):
     r = write_report(folders, name, cfg.fan_in_bins, data_dir=out / "data", topk=topk, out=out / "report.md")
     print(f"report: {r}")
 
+# %% ../../../nbs/09_cli.ipynb #f7dc867f
 def cmd_table(name, overrides, run=False, record=None):
     """Make a registered table (configs/table/<name>.yaml): `outputs/tables/<name>.csv` and its parts; print the main one. A table
     whose driver runs stages first prints what they will compute and cost, and computes only with `run` (`--run`). `record`: also
@@ -153,6 +158,7 @@ def cmd_table(name, overrides, run=False, record=None):
     for p in paths.values(): print(f"table: {p}")
     if record: print(f"record: {table_record(name, paths[''], record)}")
 
+# %% ../../../nbs/09_cli.ipynb #05d6041a
 def cmd_plan(overrides, stages=None, tokens_per_s=None, windows_per_s=None, chars_per_s=None, json_path=None):
     "`fanin plan`: what `fanin run` with the same overrides would compute and cost, without calling a model (`fanin.run.plan`)."
     from fanin.run.plan import plan
@@ -201,7 +207,7 @@ def _judge_check_lines(name: str, path, s: dict, role: str = "") -> list[str]:
             "false positives on degenerate answers: " + " ".join(f"{k}={v}" for k, v in s["false_positives_degenerate"].items())
             + f"; failed judgments: {s['failed']}"]
 
-
+# %% ../../../nbs/09_cli.ipynb #43dc5244
 def cmd_judge_check(overrides, cases=None, out=None, record=None) -> dict:
     """Run the configured judge (`judge=<name>`, on `judge_llm` / `llm` when it is an LLM judge) over labelled cases: with
     `--cases FILE` that file; else every set the judge is checked on (`Judge.case_sets`: the tuning set and each further set
@@ -266,12 +272,12 @@ def _eval_wgb_lines(s: dict) -> list[str]:
                    f"{sm['pass_rate']:5.1f} | overall {f['overall_accuracy']:5.1f}")
     return out
 
-
+# %% ../../../nbs/09_cli.ipynb #02573a0e
 def eval_wgb_overrides(overrides) -> list[str]:
     "`overrides` with eval-wgb's judge, `wgb_eval`, unless they name one (`judge=wgb_eval_lab`, or another that is refused)."
     return list(overrides) if any(o.startswith("judge=") for o in overrides) else ["judge=wgb_eval", *overrides]
 
-
+# %% ../../../nbs/09_cli.ipynb #32503808
 def cmd_eval_wgb(predictions, overrides, out=None, answers=False, system=None) -> dict:
     """Score a predictions file with WildGraphBench's released evaluator's rules (`fanin.judging.wgb_eval`: judge `wgb_eval`, or
     `wgb_eval_lab` / `judge.departures=[…]` for the lab's departures) on the judge LLM (`judge_llm=` / `llm=`), matched to the
@@ -338,18 +344,18 @@ def _env_keys() -> list[str]:
     import os, re
     return [v for k, v in os.environ.items() if re.search(r"KEY|TOKEN|SECRET|PASSWORD", k.upper()) and v and len(v) >= 8]
 
-
+# %% ../../../nbs/09_cli.ipynb #a2886ec6
 class Terminated(KeyboardInterrupt):
     """SIGTERM (what `kill`, `timeout`, systemd, SLURM and container stops send), raised where the program is, so it unwinds
     exactly as Ctrl-C does: every `finally` and context manager runs (the embedded server and peers are stopped, locks released)."""
 
-
+# %% ../../../nbs/09_cli.ipynb #99cbe54b
 def _on_sigterm(signum, frame):
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second SIGTERM while unwinding must not cut the cleanup short
     raise Terminated()
 
-
+# %% ../../../nbs/09_cli.ipynb #b9c3891b
 def interrupted(cmd: str, code: int = 130):
     """Ctrl-C (exit 130) or SIGTERM (exit 143): one line saying what was kept and how to go on, then exit at once. Everything the
     lab writes is written as it finishes (packs and answers line by line, caches per entry, outputs atomically), so nothing
@@ -373,7 +379,7 @@ def _plan_parser(sub):
     pl.add_argument("--chars-per-s", type=float, default=None, help="spaCy parse characters a second (default: cached parses' records, else the bench figures)")
     pl.add_argument("--json", default=None, metavar="PATH", help="also write the plan as JSON here")
 
-
+# %% ../../../nbs/09_cli.ipynb #fc430d16
 def build_parser() -> argparse.ArgumentParser:
     "Every command and its options (Hydra overrides are passed through as they are)."
     p = argparse.ArgumentParser(prog="fanin", description="fanin: evidence construction judged by fan-in. Every command takes Hydra overrides.")
@@ -433,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--bm25-backends", action="store_true", help="rank-bm25 against bm25s on every domain (top-k overlap, ER, latency); --record DIR keeps bm25_backends.json")
     return p
 
-
+# %% ../../../nbs/09_cli.ipynb #b311dcd5
 def cmd_bench(args, overrides):
     "The bench command's modes: one scale cell, the ANN sweep, the BM25 backends, the scale bench, or the per-system bench."
     if args.scale_one:
@@ -456,7 +462,7 @@ def cmd_bench(args, overrides):
                    graph_systems=[s for s in args.graph_systems.split(",") if s], graph_domains=[d for d in args.graph_domains.split(",") if d],
                    peers=None if args.peers is None else [s for s in args.peers.split(",") if s], peer_domain=args.peer_domain)
 
-
+# %% ../../../nbs/09_cli.ipynb #46cbc379
 def _dispatch(args, overrides):
     "Run the command `args.cmd` names."
     if args.cmd == "run":
@@ -497,7 +503,7 @@ def _dispatch(args, overrides):
         cmd_plan(overrides, stages, args.tokens_per_s, args.windows_per_s, args.chars_per_s, args.json)
     elif args.cmd == "bench": cmd_bench(args, overrides)
 
-
+# %% ../../../nbs/09_cli.ipynb #404eb25b
 # commands that write under paths.outputs: its folder is checked before any work
 WRITERS = ("run", "data-report", "metrics", "tables", "diagnose", "report", "sweep", "fusion", "table", "eval-wgb", "bench")
 
@@ -594,7 +600,7 @@ def _check_outputs_writable(overrides):
         e.filename = e.filename or str(out)
         raise ConfigError(f"paths.outputs: {environment_error(e) or e}") from None
 
-
+# %% ../../../nbs/09_cli.ipynb #06d1e551
 def _stdio_utf8():
     "Print UTF-8 whatever the locale (`LC_ALL=C` included), and let child Python processes (kernels, peers) do the same."
     import os
@@ -602,7 +608,6 @@ def _stdio_utf8():
     for s in (sys.stdout, sys.stderr):
         if hasattr(s, "reconfigure") and (s.encoding or "").lower().replace("-", "") != "utf8":
             s.reconfigure(encoding="utf-8", errors="backslashreplace")
-
 
 # %% ../../../nbs/09_cli.ipynb #c4e0d580
 if __name__ == "__main__": main()

@@ -16,7 +16,7 @@ def job_overrides() -> list[str]:
     from hydra.core.hydra_config import HydraConfig
     return [o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith("hydra")]
 
-
+# %% ../../../nbs/09a_hydra_app.ipynb #c1f5a805
 def job(cfg: DictConfig) -> list[str]:
     "One job: the pipeline on this job's overrides; prints and returns the run folders."
     from fanin.run.pipeline import run
@@ -25,7 +25,7 @@ def job(cfg: DictConfig) -> list[str]:
     for f in folders: print(f"run: {f}", flush=True)
     return [str(f) for f in folders]
 
-
+# %% ../../../nbs/09a_hydra_app.ipynb #97340538
 def main():
     "`fanin-hydra`: Hydra's command line (`-m`, `hydra/launcher=…`, `--cfg job`) over the lab's configs."
     import hydra

@@ -42,7 +42,7 @@ def layers(root: Path | None = None) -> list[str]:
     root = Path(root or repo_root())
     return tomllib.loads((root / "pyproject.toml").read_text())["tool"]["fanin"]["layers"]
 
-
+# %% ../../../nbs/09c_readme.ipynb #1bd1d674
 def module_map(root: Path | None = None) -> str:
     "The module map as a markdown table: one row per layer (its docstring, its modules)."
     import ast

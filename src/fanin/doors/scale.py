@@ -53,18 +53,18 @@ def perturb_text(text: str, copy: int, seed: int = 0, every: int = 40, key: str 
         chars[p], chars[p + 1] = chars[p + 1], chars[p]
     return "".join(chars)
 
-
+# %% ../../../nbs/10a_scale.ipynb #c8260473
 def copy_id(doc_id: str, copy: int) -> str:
     "The id of copy `copy` of a document (copy 0 keeps its id)."
     return doc_id if copy == 0 else f"{doc_id}~{copy}"
 
-
+# %% ../../../nbs/10a_scale.ipynb #ac449786
 def base_of(doc_id: str) -> tuple[str, int]:
     "(original id, copy) of a replicated document id."
     base, _, c = doc_id.rpartition("~")
     return (base, int(c)) if base and c.isdigit() else (doc_id, 0)
 
-
+# %% ../../../nbs/10a_scale.ipynb #304aa52f
 def replicate_corpus(corpus: Corpus, copies: int, seed: int = 0) -> Corpus:
     "`copies` copies of `corpus`, copy 0 the original, each other copy's pages perturbed (`perturb_text`) and renamed (`copy_id`)."
     docs = [Document(id=copy_id(d.id, c), title=d.title, text=perturb_text(d.text, c, seed, key=d.id), meta={**d.meta, "copy": c})
@@ -135,7 +135,7 @@ class ReplicaEmbedder:
         from fanin.models.embeddings import text_key
         return self.base.count_tokens([t for t in texts if text_key(t) not in self.table])
 
-
+# %% ../../../nbs/10a_scale.ipynb #01b3efd2
 def _doc_windows(corpus: Corpus, chunk_tokens: int, chunk_overlap: int, window_tokens: int) -> dict[str, list[str]]:
     "Each page's window texts, in the order `DenseSystem` cuts them (chunks, then windows inside each chunk)."
     from fanin.systems.flat import DenseSystem, chunk_corpus
@@ -146,7 +146,7 @@ def _doc_windows(corpus: Corpus, chunk_tokens: int, chunk_overlap: int, window_t
     for t, o in zip(texts, owner): out.setdefault(s.chunks[o].doc_id, []).append(t)
     return out
 
-
+# %% ../../../nbs/10a_scale.ipynb #850fff7c
 def replica_noise(embedder, corpus: Corpus, seed: int = 0, n: int = 256, chunk=(1200, 100, 200)) -> dict:
     """How far perturbation moves a window's embedding, measured: `n` seeded windows of `corpus` embedded as they are and as copy 1
     perturbs them. Returns their mean cosine and the noise scale σ that gives a unit vector the same mean cosine with its original
@@ -163,7 +163,7 @@ def replica_noise(embedder, corpus: Corpus, seed: int = 0, n: int = 256, chunk=(
     cos = float(np.mean(np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))))
     return {"windows": len(pairs), "mean_cosine": round(cos, 4), "sigma": float(np.sqrt(max(1 / cos ** 2 - 1, 0.0)))}
 
-
+# %% ../../../nbs/10a_scale.ipynb #fc441884
 def replica_table(embedder, corpus: Corpus, corpus_x: Corpus, cache_path, sigma: float, seed: int = 0, chunk=(1200, 100, 200)):
     """The window vectors of a replicated corpus: copy 0's from the embedding cache (embedding what it lacks), each other copy's
     the same window's vector plus seeded isotropic noise of norm `sigma`, renormalised (`replica_noise` measures σ)."""
@@ -185,7 +185,7 @@ def replica_table(embedder, corpus: Corpus, corpus_x: Corpus, cache_path, sigma:
         for t, vec in zip(ts, v.astype(np.float32)): table.setdefault(text_key(t), vec)   # a window no swap touched keeps copy 0's vector
     return table
 
-
+# %% ../../../nbs/10a_scale.ipynb #2ca6e2fd
 def replica_kw(cfg, base: Corpus, corpus_x: Corpus, seed: int = 0) -> tuple[dict, dict]:
     """What a dense system over the replicated `corpus_x` is built with (`embedder`: a `ReplicaEmbedder` whose table holds every
     window's vector, no embedding cache), and the measured perturbation noise (`replica_noise`) it was made with."""
@@ -194,7 +194,6 @@ def replica_kw(cfg, base: Corpus, corpus_x: Corpus, seed: int = 0) -> tuple[dict
     noise = replica_noise(emb, base, seed, chunk=chunk)
     table = replica_table(emb, base, corpus_x, scfg.cache_path, noise["sigma"], seed, chunk)
     return {"embedder": ReplicaEmbedder(emb, table), "cache_path": None}, noise
-
 
 # %% ../../../nbs/10a_scale.ipynb #18c613db
 def scale_corpus(ds, size: str, domain: str = "culture", copies: int = 10, seed: int = 0) -> tuple[Corpus, list, Corpus | None]:
@@ -206,20 +205,20 @@ def scale_corpus(ds, size: str, domain: str = "culture", copies: int = 10, seed:
     every = Corpus(f"{ds.name}/all", docs)
     return (every, ds.instances(), None) if size == "all" else (replicate_corpus(every, copies, seed), ds.instances(), every)
 
-
+# %% ../../../nbs/10a_scale.ipynb #786603f3
 def n_passages(corpus: Corpus, chunk_tokens: int = 1200, chunk_overlap: int = 100) -> int:
     "The corpus size every scale figure is plotted against: its 1,200-token passages (the flat systems' units)."
     from fanin.systems.flat import chunk_corpus
     return len(chunk_corpus(corpus, chunk_tokens, chunk_overlap))
 
-
+# %% ../../../nbs/10a_scale.ipynb #d740ac44
 def rss_mb() -> float:
     "This process's resident set size now (VmRSS)."
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"): return int(line.split()[1]) / 1024
     return 0.0
 
-
+# %% ../../../nbs/10a_scale.ipynb #825e582e
 def reset_peak_rss() -> bool:
     "Start a new peak-RSS window (Linux: writing 5 to clear_refs sets VmHWM to the current RSS); False where it cannot."
     try:
@@ -245,7 +244,7 @@ def prefill_caches(cfg, corpus: Corpus) -> dict:
         out["prefill_parse_s"] = time.perf_counter() - t
     return out
 
-
+# %% ../../../nbs/10a_scale.ipynb #62423ee6
 # 54 lines, kept whole: one measurement in one process, in the order its clock needs (prepare, reset the peak, build, query)
 def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, copies: int = 10, seed: int = 0,
                     domain: str = "culture") -> dict:
@@ -302,7 +301,7 @@ def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, 
             row.update(exact_overlap(scfg, kw, corpus, insts, tops, k, tmp))
     return row
 
-
+# %% ../../../nbs/10a_scale.ipynb #9dc02a4b
 def query_embed_p50(embedder, insts) -> float:
     """The p50 of embedding one question with the model (ms), timed apart: it is part of every dense retrieval above and does not
     grow with the corpus, so it says how much of a dense p50 is the query's embedding and how much the index's search."""
@@ -312,7 +311,7 @@ def query_embed_p50(embedder, insts) -> float:
         t = time.perf_counter(); base.encode([inst.query]); lat.append((time.perf_counter() - t) * 1000)
     return float(np.percentile(lat, 50))
 
-
+# %% ../../../nbs/10a_scale.ipynb #045a92c5
 def exact_overlap(scfg, kw: dict, corpus: Corpus, insts, tops, k, tmp) -> dict:
     "The same system built with exact window search: its index seconds, p50 and the approximate index's mean top-k overlap with it."
     # `ann` given to instantiate is merged into the config's block, so an empty dict would keep the approximate index: exact
@@ -372,7 +371,7 @@ def ann_sweep(size: str = "x10", nprobes=(32, 48, 96, 128), overrides=(), n_quer
                   f"p50_ms={rows[-1]['p50_ms']:.2f} p95_ms={rows[-1]['p95_ms']:.2f}", flush=True)
     return rows
 
-
+# %% ../../../nbs/10a_scale.ipynb #527083a4
 def ann_sweep_record(nprobes, sizes, overrides=(), n_queries: int = 100, seed: int = 1, copies: int = 10, domain: str = "culture",
                      record=None) -> dict:
     "`ann_sweep` at each size, with the machine and settings; `record` (a folder) keeps it as `ann_sweep.json`."
@@ -383,7 +382,6 @@ def ann_sweep_record(nprobes, sizes, overrides=(), n_queries: int = 100, seed: i
         Path(record).mkdir(parents=True, exist_ok=True)
         (Path(record) / "ann_sweep.json").write_text(json.dumps(doc, indent=1))
     return doc
-
 
 # %% ../../../nbs/10a_scale.ipynb #ad73fc24
 SCALE_METRICS = ("index_s", "index_bytes", "peak_mb", "p50_ms", "p95_ms")
@@ -396,7 +394,7 @@ def growth_exponent(sizes, values) -> float | None:
     x, y = np.array(pts).T
     return float(np.polyfit(x, y, 1)[0])
 
-
+# %% ../../../nbs/10a_scale.ipynb #1eb70608
 def project(sizes, values, to: float) -> float | None:
     "The fitted power law (`growth_exponent`) carried from the largest measured size to `to`."
     b = growth_exponent(sizes, values)
@@ -404,7 +402,7 @@ def project(sizes, values, to: float) -> float | None:
     s, v = max((s, v) for s, v in zip(sizes, values) if s and v and v > 0)
     return float(v * (to / s) ** b)
 
-
+# %% ../../../nbs/10a_scale.ipynb #bd06c28b
 def scale_fits(rows: list[dict], to: float = PROJECT_PASSAGES) -> list[dict]:
     "Per system and metric: the measured sizes, the growth exponent and the projection to `to` passages."
     out = []
@@ -416,12 +414,12 @@ def scale_fits(rows: list[dict], to: float = PROJECT_PASSAGES) -> list[dict]:
                         f"at_{int(to):d}": project(xs, vs, to)})
     return out
 
-
+# %% ../../../nbs/10a_scale.ipynb #d830ae5b
 def projected(fit: dict) -> float | None:
     "A fit's projection (`at_<passages>`, the size `scale_fits` projected to), or None when it has none."
     return next((v for k, v in fit.items() if k.startswith("at_")), None)
 
-
+# %% ../../../nbs/10a_scale.ipynb #c7826b5f
 def skip_reason(system: str, size_passages: int, rows: list[dict], mem_mb: float, max_index_s: float) -> str | None:
     """Why a cell should not be run, projected from the system's measured smaller sizes: its peak memory past 80% of `mem_mb` or
     its build past `max_index_s` (None: run it)."""
@@ -433,7 +431,7 @@ def skip_reason(system: str, size_passages: int, rows: list[dict], mem_mb: float
     if s is not None and s > max_index_s: return f"projected index build {s / 60:.0f} min > {max_index_s / 60:.0f} min allowed"
     return None
 
-
+# %% ../../../nbs/10a_scale.ipynb #762fe814
 def mem_available_mb() -> float:
     for line in open("/proc/meminfo"):
         if line.startswith("MemAvailable:"): return int(line.split()[1]) / 1024
@@ -447,7 +445,7 @@ def machine() -> dict:
     mem = next((int(l.split()[1]) // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal:")), None)
     return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "mem_mb": mem, "date": datetime.date.today().isoformat()}
 
-
+# %% ../../../nbs/10a_scale.ipynb #b75fb7ed
 def format_scale_line(r: dict) -> str:
     head = f"scale system={r['system']} size={r['size']} passages={r.get('passages')}"
     if r.get("skipped"): return f"{head} skipped=\"{r['skipped']}\""
@@ -456,7 +454,7 @@ def format_scale_line(r: dict) -> str:
     return (f"{head} index_s={r['index_s']:.2f} index_mb={r['index_bytes'] / 2**20:.1f} peak_mb={r['peak_mb']:.0f} "
             f"p50_ms={r['p50_ms']:.2f} p95_ms={r['p95_ms']:.2f} window_index={r.get('window_index')}{extra}")
 
-
+# %% ../../../nbs/10a_scale.ipynb #8883323b
 def _measure_cell(system, size, overrides, n_queries, copies, seed, domain) -> dict:
     "One cell in its own process (`fanin bench --scale-one`), so its peak memory is its own."
     cmd = [sys.executable, "-m", "fanin.doors.cli", "bench", "--scale-one", system, size, "--queries", str(n_queries),
@@ -467,7 +465,7 @@ def _measure_cell(system, size, overrides, n_queries, copies, seed, domain) -> d
         return {"system": system, "size": size, "error": tail[-1] if tail else f"exit {r.returncode}"}
     return json.loads(r.stdout.strip().splitlines()[-1])
 
-
+# %% ../../../nbs/10a_scale.ipynb #43fe1ef3
 # 51 lines, kept whole: the bench's loop, its resume rule and its outputs read best in one place
 def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_queries: int = 100, copies: int = 10, seed: int = 0,
                 domain: str = "culture", resume: bool = False, max_index_s: float = 2400.0, record=None) -> tuple[list, list]:
@@ -521,14 +519,14 @@ def bench_scale(systems=SCALE_SYSTEMS, sizes=SCALE_SIZES, overrides=(), n_querie
         scale_figure(rows, record / "scale.png")
     return rows, fits
 
-
+# %% ../../../nbs/10a_scale.ipynb #ca5b0be1
 def _write_scale(path: Path, doc: dict):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1, default=float))
     os.replace(tmp, path)
 
-
+# %% ../../../nbs/10a_scale.ipynb #ec66ab34
 def format_fits(fits: list[dict]) -> str:
     "The growth exponents and 10M-passage projections as aligned lines, one system per line."
     lines = []

@@ -47,7 +47,7 @@ def load_cases(path) -> list[dict]:
     if not rows: raise ValueError(f"{path}: no cases")
     return rows
 
-
+# %% ../../../nbs/13d_agreement.ipynb #91cf5588
 def judge_check(judge: Judge, cases: list[dict], llm: LLM | None = None) -> tuple[pd.DataFrame, dict]:
     "Run `judge` over labelled cases; returns (one row per case with the judge's verdict, summary: n, accuracy, kappa, failed, by kind)."
     def one(c):
@@ -61,7 +61,7 @@ def judge_check(judge: Judge, cases: list[dict], llm: LLM | None = None) -> tupl
     df = pd.DataFrame(rows)
     return df, case_agreement(df)
 
-
+# %% ../../../nbs/13d_agreement.ipynb #b44e0819
 def case_agreement(df: pd.DataFrame) -> dict:
     "Agreement of verdicts with labels (rows of `judge_check`, of one set or several pooled): n, accuracy, kappa, failed, by kind."
     from sklearn.metrics import cohen_kappa_score
@@ -73,7 +73,7 @@ def case_agreement(df: pd.DataFrame) -> dict:
     return {"n": len(df), "judged": int(len(ok)), "failed": int(len(df) - len(ok)), "accuracy": float(agree.mean()),
             "kappa": kappa, "by_kind": by_kind, "false_positives_degenerate": false_pos}
 
-
+# %% ../../../nbs/13d_agreement.ipynb #424ebbde
 MIN_ACCURACY, MIN_KAPPA = 0.8, 0.6
 _AGREEMENT: dict[str, tuple] = {}
 
@@ -83,7 +83,7 @@ def meets_bar(accuracy: float, kappa: float | None, min_accuracy: float = MIN_AC
     judge that always says "wrong" on a set of mostly wrong answers (0.67 on each of the lab's sets, kappa 0)."""
     return accuracy >= min_accuracy and kappa is not None and kappa == kappa and kappa >= min_kappa
 
-
+# %% ../../../nbs/13d_agreement.ipynb #c9acf684
 def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accuracy: float = MIN_ACCURACY,
                     min_kappa: float = MIN_KAPPA) -> dict:
     """The judge's agreement with labelled cases, for setting cards: each set it is checked on (`Judge.case_sets`, computed once
@@ -104,7 +104,7 @@ def judge_agreement(judge: Judge, llm: LLM | None = None, cases=None, min_accura
     return {**{k: v for k, v in top.items() if k != "held_out"}, "validated": meets_bar(top["accuracy"], top["kappa"],
             min_accuracy, min_kappa), "min_accuracy": min_accuracy, "min_kappa": min_kappa, "validated_on": "+".join(on), "sets": sets}
 
-
+# %% ../../../nbs/13d_agreement.ipynb #5cab89b2
 def agreement_label(a: dict | None) -> str:
     """How a setting card states a judge's agreement: the figures the flag follows (its held-out sets pooled), each set's, and
     the bar; flagged when below it ('held out (frozen+frozen2): acc 0.85, kappa 0.671 on 216 labelled cases; tuning: ...')."""

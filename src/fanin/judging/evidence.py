@@ -46,7 +46,7 @@ class EvidenceJudgment(_Record):
     gold: list[dict] = Field(default_factory=list)      # {"unit": i, "doc_id": ..., "covered": bool, ...}
     segments: list[dict] = Field(default_factory=list)  # {"i": i, "doc_id": ..., "supporting": bool, ...}
 
-
+# %% ../../../nbs/15_evidence.ipynb #98451f87
 def pack_segments(pack: Pack, max_segments: int = 2000, texts=None) -> tuple[list[Segment], int]:
     """The pack's canonical segments (unit order, duplicates removed, capped); returns (segments, how many were cut). With `texts`
     (the corpus: doc id -> `Document` or text), a segment of a summary unit (one listing `meta['doc_ids']`) belongs to the cited
@@ -58,7 +58,7 @@ def pack_segments(pack: Pack, max_segments: int = 2000, texts=None) -> tuple[lis
         segs = [_carried_segment(s, units.get(s.unit_rank), texts) for s in segs]
     return segs, info["segments_cut"]
 
-
+# %% ../../../nbs/15_evidence.ipynb #3ea81855
 def _carried_segment(s: Segment, unit, texts) -> Segment:
     cited = list(unit.meta.get("doc_ids") or []) if unit is not None else []
     if not cited: return s
@@ -70,7 +70,7 @@ def _carried_segment(s: Segment, unit, texts) -> Segment:
         if c > most and carried_enough(c, n): best, most = d, c
     return replace(s, doc_id=best)
 
-
+# %% ../../../nbs/15_evidence.ipynb #48e8e811
 def seen(pack: Pack, segs: list[Segment], shown_chars: int | None = None, shown_segments: int | None = None) -> dict:
     """The `EvidenceJudgment` fields saying how much of the pack a judge saw: `segs` are the segments it judged (the capped
     list), `shown_*` what it was shown when less (the LLM judge's pieces). The total is over all the pack's canonical segments."""
@@ -80,11 +80,11 @@ def seen(pack: Pack, segs: list[Segment], shown_chars: int | None = None, shown_
     return {"segments_seen": len(segs) if shown_segments is None else shown_segments, "chars_seen": chars, "chars_total": total,
             "share_seen": round(chars / total, 6) if total else 1.0}
 
-
+# %% ../../../nbs/15_evidence.ipynb #e13f6a4e
 def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
-
+# %% ../../../nbs/15_evidence.ipynb #06b88cc4
 class EvidenceJudge:
     """The evidence-judge contract: `judge(pack, inst, llm, texts)` -> an EvidenceJudgment (ER / EP of one pack; `texts`, the
     corpus, lets a summary unit's segments belong to the documents whose content they carry: `pack_segments`). `kind` declares
@@ -101,7 +101,7 @@ class EvidenceJudge:
     def judge(self, pack: Pack, inst: Instance, llm: LLM | None = None, texts=None) -> EvidenceJudgment:
         raise NotImplementedError
 
-
+# %% ../../../nbs/15_evidence.ipynb #dad90b91
 class DocumentEvidenceJudge(EvidenceJudge):
     "Deterministic document-level ER / EP over canonical segments."
     name = "document"
@@ -130,7 +130,7 @@ def overlap_spans(quote: str, text: str, min_block: int = 20) -> list[tuple[int,
     need = min(min_block, len(quote))
     return [(b.a, b.a + b.size) for b in m.get_matching_blocks() if b.size >= need]
 
-
+# %% ../../../nbs/15_evidence.ipynb #fb431cb7
 def _covered_chars(spans: list[tuple[int, int]]) -> int:
     total, end = 0, -1
     for a, b in sorted(spans):
@@ -138,7 +138,7 @@ def _covered_chars(spans: list[tuple[int, int]]) -> int:
         total += b - max(a, end); end = b
     return total
 
-
+# %% ../../../nbs/15_evidence.ipynb #6ee6d0e9
 class QuoteEvidenceJudge(EvidenceJudge):
     "Deterministic quote-level ER / EP for data with quoted gold evidence (AuthTrace format)."
     name = "quote"
@@ -178,7 +178,7 @@ def gold_units(inst: Instance) -> list[str]:
     if inst.gold_quotes: return [q["quote"] for q in inst.gold_quotes]
     return gold_statements(inst)
 
-
+# %% ../../../nbs/15_evidence.ipynb #7bc5861e
 def pack_pieces(segs: list[Segment], budget: int, count_tokens, max_pieces: int | None = None) -> tuple[list[str], dict]:
     """The pack's segments, numbered by their place in the pack (`[i] text`), in order, cut into pieces of at most `budget`
     tokens (`count_tokens`), each segment whole in one piece; a segment longer than the whole budget is shown cut to it, alone.
@@ -199,7 +199,7 @@ def pack_pieces(segs: list[Segment], budget: int, count_tokens, max_pieces: int 
         "chars": sum(c for p in kept for _, c in p), "segments": sum(len(p) for p in kept), "pieces": len(kept),
         "pieces_cut": len(pieces) - len(kept)}
 
-
+# %% ../../../nbs/15_evidence.ipynb #e864e8a7
 class LLMEvidenceJudge(EvidenceJudge):
     """App. K.4 / K.5: ER per gold unit against the whole pack, EP per segment against all gold units; binary, via the LLM layer.
     The ER call shows the pack within the judge model's budget: context window - the prompt without the pack - `max_tokens`

@@ -33,11 +33,11 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"\b(a|an|the)\b", " ", s)
     return " ".join(s.split())
 
-
+# %% ../../../nbs/13_judges.ipynb #23a56d1d
 def exact_match(pred: str, gold: str) -> float:
     return float(normalize_answer(pred) == normalize_answer(gold))
 
-
+# %% ../../../nbs/13_judges.ipynb #ae046210
 def token_f1(pred: str, gold: str) -> float:
     "Token-overlap F1 of the normalised strings; 0 when either is empty (there is nothing in common)."
     p, g = normalize_answer(pred).split(), normalize_answer(gold).split()
@@ -46,31 +46,31 @@ def token_f1(pred: str, gold: str) -> float:
     prec, rec = common / len(p), common / len(g)
     return 2 * prec * rec / (prec + rec)
 
-
+# %% ../../../nbs/13_judges.ipynb #091d62e9
 def containment(pred: str, gold: str) -> float:
     "Share of the gold text's content words that occur in the prediction; NaN when the gold has no content word."
     g = set(lexical_tokens(gold))
     if not g: return math.nan
     return len(g & set(lexical_tokens(pred))) / len(g)
 
-
+# %% ../../../nbs/13_judges.ipynb #331af4a4
 def ac_normalise(score) -> float:
     "AuthTrace AC: rubric score 0..3 -> 0..100."
     s = float(score)
     if not 0 <= s <= 3: raise ValueError(f"AC rubric score {score!r} outside 0..3")
     return s * 100 / 3
 
-
+# %% ../../../nbs/13_judges.ipynb #d949aab5
 def wgb_accuracy(correct: bool) -> float:
     return 100.0 * bool(correct)
 
-
+# %% ../../../nbs/13_judges.ipynb #d7d03f7f
 def pooled_accuracy(scores: Iterable[float]) -> float:
     "WildGraphBench 'Avg. Acc.': accuracy pooled over all single- and multi-fact questions (not the mean of the two types)."
     a = np.asarray([s for s in scores if s is not None and not math.isnan(s)], dtype=float)
     return float(a.mean()) if len(a) else math.nan
 
-
+# %% ../../../nbs/13_judges.ipynb #0c78f81c
 def statement_prf(n_answer: int, n_supported: int, n_gold: int, n_covered: int) -> dict:
     "Statement-level precision, recall and F1 (0..100) of one summary answer."
     if n_gold <= 0: raise ValueError("statement_prf needs at least one gold statement")
@@ -81,12 +81,12 @@ def statement_prf(n_answer: int, n_supported: int, n_gold: int, n_covered: int) 
     f = 0.0 if (r == 0 or not p) else 2 * p * r / (p + r)
     return {"precision": p, "recall": r, "f1": f}
 
-
+# %% ../../../nbs/13_judges.ipynb #d833f1f7
 def harmonic(p: float, r: float) -> float:
     "Harmonic mean of two non-negative numbers (0 when both are 0, NaN when either is NaN)."
     return 0.0 if p + r == 0 else 2 * p * r / (p + r)
 
-
+# %% ../../../nbs/13_judges.ipynb #3dbb6d99
 def summary_aggregate(df: pd.DataFrame) -> dict:
     "Both aggregations of per-question P / R / F1: mean F1 (f1_macro) and the harmonic mean of mean P and mean R (f1_of_means)."
     p, r = df["precision"].mean(), df["recall"].mean()
@@ -107,7 +107,7 @@ def parse_choices(text: str) -> set[str]:
     if m and m.group(1).isupper(): return set(m.group(1))
     return set(_CHOICE.findall(t.upper()))
 
-
+# %% ../../../nbs/13_judges.ipynb #ca41afcd
 def _tf(text: str) -> str | None:
     t = normalize_answer(text)
     for w in t.split():
@@ -115,7 +115,7 @@ def _tf(text: str) -> str | None:
         if w in ("false", "no", "incorrect"): return "false"
     return None
 
-
+# %% ../../../nbs/13_judges.ipynb #3d49cc99
 def gb_choice_accuracy(pred: str, gold: str, qtype: str) -> float:
     "GraphRAG-Bench MC (one option letter) and TF (true/false): 1 exact, else 0."
     if qtype == "TF": return float(_tf(pred) is not None and _tf(pred) == _tf(gold))
@@ -124,7 +124,7 @@ def gb_choice_accuracy(pred: str, gold: str, qtype: str) -> float:
         return float(len(p) == 1 and p == g)
     raise ValueError(f"gb_choice_accuracy: qtype {qtype!r} is not MC or TF")
 
-
+# %% ../../../nbs/13_judges.ipynb #7dc16802
 def gb_multi_select_accuracy(pred: str, gold: str) -> float:
     "GraphRAG-Bench MS: 1 for the exact set, 0.5 for a strict non-empty subset, else 0."
     p, g = parse_choices(pred), parse_choices(gold)
@@ -132,7 +132,7 @@ def gb_multi_select_accuracy(pred: str, gold: str) -> float:
     if p and p < g: return 0.5
     return 0.0
 
-
+# %% ../../../nbs/13_judges.ipynb #a3a94e85
 def gb_ar(accuracy: float, r: float, half_credit: str = "zero") -> float:
     "GraphRAG-Bench AR from accuracy (0 / 0.5 / 1) and reasoning score R (0 / 0.5 / 1), App. A.8.1's rule table."
     if accuracy not in (0, 0.5, 1) or r not in (0, 0.5, 1): raise ValueError(f"gb_ar: accuracy={accuracy}, R={r}: expected 0, 0.5 or 1")
@@ -149,7 +149,7 @@ def sentences(text: str) -> list[str]:
     parts = re.split(r"(?<=[.!?])\s+|\n+", text or "")
     return [p.strip() for p in parts if len(lexical_tokens(p)) > 0]
 
-
+# %% ../../../nbs/13_judges.ipynb #5b0fb37c
 _REFUSAL = re.compile(r"\b(cannot|can ?not|can't|unable to|not possible to) (be )?(determine|determined|answer|answered|say|tell|find|"
                       r"found|infer|inferred)|\b(no|not enough|insufficient|not sufficient) (information|evidence|data|details)|"
                       r"\bdo(es)? not (mention|provide|contain|say|specify|state|include|give|discuss)|\bnot (mentioned|provided|"
@@ -167,7 +167,7 @@ def _stem(w: str) -> str:
         _STEMMER = snowballstemmer.stemmer("english")
     return _STEMMER.stemWord(w)
 
-
+# %% ../../../nbs/13_judges.ipynb #13a7de36
 def degenerate_answer(answer: str, question: str) -> str | None:
     """Why an answer says nothing, or None: 'empty' (no content word beyond 'Answer:' / 'N/A'), 'refusal' (the evidence or the
     reader declines), 'repeats the question' (no content word, number or name that the question does not already hold).
@@ -179,7 +179,7 @@ def degenerate_answer(answer: str, question: str) -> str | None:
     if all(_stem(w) in q for w in words): return "repeats the question"
     return None
 
-
+# %% ../../../nbs/13_judges.ipynb #0629b723
 DEFAULT_CASES = "data/judge_meta/cases.jsonl"   # the tuning set; the held-out sets are data/judge_meta/frozen*_cases.jsonl
 
 

@@ -89,7 +89,7 @@ class AnswerCorrectnessJudge(Judge):
         return {"ac": ac_normalise(out["score"]), "ac_rubric": float(out["score"])}, {
             "claims": out.get("claims", []), "irrelevant": out.get("irrelevant", ""), "justification": out.get("justification", "")}
 
-
+# %% ../../../nbs/13c_llm_judges.ipynb #d851d462
 class GraphRAGBenchJudge(Judge):
     "GraphRAG-Bench accuracy by type (MC/TF exact, MS subset rule, FB/OE graded by the LLM), R (graded rationale) and AR."
     kind = "llm"

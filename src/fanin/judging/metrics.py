@@ -31,7 +31,7 @@ _WORD = re.compile(r"\w+")
 
 def _words(text: str) -> list[str]: return _WORD.findall(text.lower())
 
-
+# %% ../../../nbs/06_metrics.ipynb #49e5a625
 def _hashes(words: list[str], n: int) -> np.ndarray:
     "One 64-bit hash per word `n`-gram, in order: the words' hashes combined position by position (stable within a process)."
     if len(words) < n or n < 1: return np.zeros(0, np.int64)
@@ -40,18 +40,18 @@ def _hashes(words: list[str], n: int) -> np.ndarray:
     for j in range(1, n): out = out * np.uint64(1000003) ^ h[j:len(h) - n + 1 + j]   # wraps around modulo 2**64, as meant
     return out.view(np.int64)
 
-
+# %% ../../../nbs/06_metrics.ipynb #729775b2
 @functools.lru_cache(maxsize=512)
 def _doc_ngrams(text: str, n: int) -> np.ndarray:
     "The distinct word n-grams of a document (as sorted hashes), memoised by text: a document cited by many units is read once."
     return np.unique(_hashes(_words(text), n))
 
-
+# %% ../../../nbs/06_metrics.ipynb #966429b1
 def doc_text(doc) -> str:
     "A document's text as a unit may quote it: title and text (the long-context slice prepends the title); a plain string as is."
     return doc if isinstance(doc, str) else f"{doc.title}\n{doc.text}" if getattr(doc, "title", "") else doc.text
 
-
+# %% ../../../nbs/06_metrics.ipynb #759b7fb6
 def carried_tokens(text: str, doc: str, ngram: int = CARRY_NGRAM) -> tuple[int, int]:
     """(tokens of `text` that lie in a word `ngram`-gram also found in `doc`, tokens of `text`): how much of a unit's text is
     that document's wording. Words are lower-cased `\\w+` runs; a text that occurs verbatim in the document carries all its
@@ -64,17 +64,16 @@ def carried_tokens(text: str, doc: str, ngram: int = CARRY_NGRAM) -> tuple[int, 
     covered = np.convolve(hit, np.ones(ngram, dtype=np.int64)) > 0   # token i lies in some matching n-gram starting at i-n+1..i
     return int(covered.sum()), len(words)
 
-
+# %% ../../../nbs/06_metrics.ipynb #7459bbc5
 def carries(text: str, doc: str, ngram: int = CARRY_NGRAM, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> bool:
     """Whether a unit's text carries a document's content: at least max(`min_tokens`, `min_share` x its tokens) of its tokens
     are the document's wording (all of them for a unit shorter than `min_tokens`)."""
     return carried_enough(*carried_tokens(text, doc, ngram), min_tokens, min_share)
 
-
+# %% ../../../nbs/06_metrics.ipynb #30ecf207
 def carried_enough(carried: int, tokens: int, min_tokens: int = CARRY_TOKENS, min_share: float = CARRY_SHARE) -> bool:
     "The bar of `carries` on counts already taken (`carried_tokens`): max(`min_tokens`, `min_share` x tokens), at most all of them."
     return tokens > 0 and carried >= min(tokens, max(min_tokens, min_share * tokens))
-
 
 # %% ../../../nbs/06_metrics.ipynb #f03cd67a
 class RareWordingCredit:
@@ -194,7 +193,7 @@ def unit_docs(u, texts=None, credit=None) -> list[str]:
     test = credit or credit_rule(texts)
     return [d for d in cited if d in texts and test(u.text, doc_text(texts[d]))]
 
-
+# %% ../../../nbs/06_metrics.ipynb #8ad55d38
 def passage_recall(pack: Pack, instance: Instance, k: int, per_unit: list[list[str]] | None = None) -> float:
     """Recall@k as HippoRAG's papers report it: the share of the instance's gold documents (its supporting passages) among the
     first `k` distinct documents of the pack, in rank order. `per_unit`: the documents each unit is credited with
@@ -209,10 +208,10 @@ def passage_recall(pack: Pack, instance: Instance, k: int, per_unit: list[list[s
         if len(top) >= k: break
     return len(gold & set(top[:k])) / len(gold)
 
-
+# %% ../../../nbs/06_metrics.ipynb #fdb355a5
 def _has_texts(known_docs) -> bool: return isinstance(known_docs, (Mapping, Corpus))
 
-
+# %% ../../../nbs/06_metrics.ipynb #f0d11baa
 def evidence_metrics(pack: Pack, instance: Instance, known_docs=None, recall_ks=(), credit=None) -> dict:
     """Document-level ER, EP, hit and pack size of one pack against one instance's gold documents. `known_docs`: the corpus
     (a `Corpus`, or a mapping doc id -> `Document` or text). `er` / `ep` / `hit` / `pack_docs` credit a unit with the cited
@@ -257,7 +256,7 @@ def add_fan_in_bin(df: pd.DataFrame, bins) -> pd.DataFrame:
     df["fan_in_bin"] = [fan_in_bin(int(f), bins) if f > 0 else "no_gold" for f in df.fan_in]
     return df
 
-
+# %% ../../../nbs/06_metrics.ipynb #32eb478d
 def aggregate(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     "Mean ER / EP / hit (and their cited reading, and any `recall@k`) and pack size per group (NaNs skipped and counted), questions per group."
     by = list(by)
@@ -273,7 +272,7 @@ def aggregate(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     for c in ["questions", "n_ep", "n_no_gold"]: out[c] = out[c].astype(int)
     return out[by + METRIC_COLUMNS + recall + cited]
 
-
+# %% ../../../nbs/06_metrics.ipynb #5b15bcad
 def fan_in_tables(df: pd.DataFrame, bins) -> dict[str, pd.DataFrame]:
     "The standard views of per-question metrics: by type, by fan-in bin, by exact fan-in, by domain, and overall."
     df = add_fan_in_bin(df, bins)

@@ -29,13 +29,13 @@ def numbers(text: str) -> set[str]:
         out.add(n)
     return out
 
-
+# %% ../../../nbs/13b_proxy_judges.ipynb #fdb3f49f
 def novel_part(reference: str, question: str) -> str:
     "The reference without the content words the question already holds: what an answer must add."
     q = {_stem(w) for w in lexical_tokens(question)}
     return " ".join(w for w in lexical_tokens(reference) if _stem(w) not in q)
 
-
+# %% ../../../nbs/13b_proxy_judges.ipynb #7f0e37b3
 def fact_support(answer: str, reference: str, question: str) -> dict:
     """How far `answer` carries the key facts of `reference` that the question does not already give: every number of the
     reference (dates included) present, the share of its other content words (stemmed) covered, and whether a key fact

@@ -18,7 +18,7 @@ __all__ = ['fit_evidence', 'Reader', 'split_rationale']
 # %% ../../../nbs/12_readers.ipynb #9d99c2af
 def _passage(i: int, u: Unit) -> str: return f"[{i}] ({u.doc_id}) {' '.join(u.text.split())}"
 
-
+# %% ../../../nbs/12_readers.ipynb #9f46a589
 def fit_evidence(units: list[Unit], budget_tokens: int, count) -> tuple[str, dict]:
     """Numbered passages labelled with their document, whole units in rank order while they fit `budget_tokens` (counted with
     `count`, the reader model's tokenizer). Nothing is cut inside a unit, except the first when it alone exceeds the budget
@@ -113,7 +113,7 @@ class Reader:
         rec = r.record(); meta["served_model"] = rec.pop("model")
         return Answer(**base, status="ok", text=text, **rec)
 
-
+# %% ../../../nbs/12_readers.ipynb #6e983f09
 _RATIONALE = re.compile(r"^\s*(?:\**\s*)?rationale\s*(?:\**\s*)?:\s*", re.I | re.M)
 _ANSWER = re.compile(r"^\s*(?:\**\s*)?answer\s*(?:\**\s*)?:\s*", re.I)
 

@@ -33,7 +33,7 @@ _SCALE = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10*
 
 def _scaled(m) -> str: return str(int(round(float(m.group(1).replace(",", "")) * _SCALE[m.group(2).lower()])))
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #b6a22c94
 def spelled_digits(text: str) -> str:
     """`text` with numbers in words written as digits, and scale words applied: 'two thousand twenty-four' -> '2024', 'nineteen
     seventy-two' -> '1972', 'two and a half million' and '2.5 million' -> '2500000', 'a four-year ban' -> 'a 4-year ban'. The
@@ -49,7 +49,7 @@ def spelled_digits(text: str) -> str:
         return str(_VALUE[m.group(1).lower()] + (_UNITS.index(m.group(2).lower()) if m.group(2) else 0))
     return _NUMBER_WORD.sub(one, t)
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #9a65eea6
 def key_numbers(text: str) -> set[str]:
     "The numbers of a text, digits and spelt-out alike, normalised as `proxy_judges.numbers` writes them."
     return numbers(spelled_digits(text))
@@ -64,7 +64,7 @@ def reference_clauses(text: str) -> list[str]:
     "The clauses of a reference text: cut at sentence ends and at the joints where a new fact begins."
     return [p.strip(" ,;.") for p in _CLAUSE.split(text or "") if p and p.strip(" ,;.")]
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #3f1079ea
 def answer_windows(text: str) -> list[str]:
     "What a reference clause is compared with: every sentence of the answer and every clause of each sentence."
     sents = sentences(text)
@@ -86,36 +86,36 @@ _CAPITALISED = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][\w'’&-]*(?:\s+(?:(?:of|
 
 def _month_list(text: str) -> list[str]: return [m.lower()[:3] for m in _MONTH.findall(text or "")]
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #d812674f
 def months(text: str) -> set[str]: return set(_month_list(text))
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #5074c6c9
 def _number_list(text: str) -> list[str]: return [n for w in spelled_digits(text).split() for n in numbers(w)]
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #a5a93fd8
 def _ordinal_list(text: str) -> list[str]:
     return [str(_ORDINAL_WORDS.index(m.group(1).lower()) + 1) if m.group(1) else m.group(2) for m in _ORDINAL.finditer(text or "")]
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #eddc057a
 def ordinals(text: str) -> set[str]:
     "The ordinals of a text as numbers: 'second' and '2nd' -> '2'."
     return set(_ordinal_list(text))
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #697ab209
 def asks_for_number(question: str) -> bool:
     "Whether a question asks for a number or a time (how many, when, what year, what percentage, figures, ...)."
     return bool(_ASKS_NUMBER.search(question or ""))
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #f8007c0e
 def _words(text: str) -> list[str]:
     "A name's words, normalised as the lab's graphs key entities; single letters (the S. of Harry S. Truman) left out."
     from fanin.models.nlp import normalize_entity
     return [w for w in (normalize_entity(text) or "").split() if len(w) > 1 or w.isdigit()]
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #8acc6609
 def _word_stems(text: str) -> list[str]: return [_stem(w) for w in _words(text)]
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #e92f3abe
 _NAME_KIND = {"PERSON": "agent", "ORG": "agent", "NORP": "group", "GPE": "place", "LOC": "place", "FAC": "place",
               "WORK_OF_ART": "work", "PRODUCT": "work", "EVENT": "work", "LAW": "work", "LANGUAGE": "language"}
 
@@ -138,7 +138,7 @@ def name_slots(text: str) -> tuple:
             out.append((surface.strip(), tuple(_stem(w) for w in words), "".join(w[0] for w in words), "".join(words), title, kind))
     return tuple(out)
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #b8958f03
 def _beside(text: str, name: str) -> set[str]:
     "The words just before and just after `name` in `text` (marked by side), where it occurs: the slot it fills."
     i = text.find(name)
@@ -146,7 +146,7 @@ def _beside(text: str, name: str) -> set[str]:
     before, after = re.findall(r"[\w'’]+", text[:i])[-1:], re.findall(r"[\w'’]+", text[i + len(name):])[:1]
     return {"<" + w.lower() for w in before} | {">" + w.lower() for w in after}
 
-
+# %% ../../../nbs/13a_semantic_judge.ipynb #810579ab
 def swapped(clause: str, window: str, answer: str, reference: str, question: str, same=None) -> tuple | None:
     """What the answer puts in place of a fact of `clause`: (kind, the clause's values the answer lacks, the values of `window` —
     the answer's sentence or clause closest to `clause` — that neither the reference nor the question holds), for the first

@@ -55,7 +55,7 @@ def clean_statements(statements, cap: int = MAX_STATEMENTS) -> list[str]:
         if s and s not in out: out.append(s)
     return out[:cap]
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #a1692de5
 def summary_prf(n_gold: int, n_covered: int, n_pred: int, n_supported: int) -> dict:
     """eval.py's summary P / R / F1 (0..100) from counts: recall = gold statements the prediction states / gold statements,
     precision = prediction statements the gold paragraph states / prediction statements, F1 their harmonic mean (0 unless
@@ -65,18 +65,18 @@ def summary_prf(n_gold: int, n_covered: int, n_pred: int, n_supported: int) -> d
         return {"precision": 0.0, "recall": 0.0, "f1": 0.0}
     return statement_prf(n_pred, n_supported, n_gold, n_covered)
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #07db76d0
 def summary_pass(prf: dict) -> bool:
     "eval.py's binary summary verdict: every gold statement stated and every prediction statement supported (P = R = 100)."
     return prf["precision"] >= 100 and prf["recall"] >= 100
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #4fd6db8e
 def as_released(prf: dict, has_paragraph: bool) -> dict:
     """What eval.py reports for a summary: the same P / R / F1 where the record has a gold answer paragraph; without one
     (every released summary record) it marks each prediction statement unsupported without a call: P = 0, hence F1 = 0."""
     return dict(prf) if has_paragraph else {**prf, "precision": 0.0, "f1": 0.0}
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #05bcd63b
 def overall_accuracy(fact_scores, summary_passes) -> float:
     """eval.py's `overall_accuracy` (0..100): fact verdicts and summary passes pooled over every question — unlike the paper's
     Avg. Acc., which pools the fact questions only (`fanin.judging.judges.pooled_accuracy`)."""
@@ -93,7 +93,7 @@ def reply_tokens(llm, messages: list[dict], limit: int, margin: int = 16) -> int
     if room <= 0: raise LLMError(f"the judge prompt fills the {ctx}-token window of {llm.model!r}; use a judge model with a longer context")
     return min(int(limit), room)
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #b695e217
 class WGBReleasedJudge(Judge):
     """WildGraphBench's released evaluator's rules as an answer judge (`wgb_eval`). Facts: one binary grade on the reference's
     key facts, the question shown (an empty prediction scores 0 without a call). Summaries: the prediction's statements
@@ -214,7 +214,7 @@ def read_predictions(path, strict: bool = False) -> list[dict]:
     if not rows: raise ValueError(f"{path}: no predictions")
     return sorted(rows.values(), key=lambda r: r["line"])
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #de9f24ad
 def match_predictions(rows: list[dict], instances: list[Instance], path="predictions",
                       strict: bool = False) -> tuple[list[tuple[Instance, dict]], list[Instance], list[dict]]:
     """Pair each prediction with its gold question by question text (stripped); returns (pairs, gold questions without a
@@ -237,7 +237,7 @@ def match_predictions(rows: list[dict], instances: list[Instance], path="predict
     done = {i.id for i, _ in pairs}
     return pairs, [i for i in instances if i.id not in done], unmatched
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #9d5d24d1
 def predictions_from_answers(answers, instances: list[Instance], system: str | None = None) -> tuple[list[dict], int]:
     """Prediction rows from a lab answers file (`Answer` records): question text, prediction, the reader's model; only
     answers that succeeded (a failed answer is no prediction: it is counted, not scored). With several systems in the file,
@@ -273,7 +273,7 @@ def evaluate(judge: Judge, pairs: list[tuple[Instance, dict]], llm: LLM) -> pd.D
                 **j.scores, "detail": j.detail}
     return pd.DataFrame(llm.map(one, pairs))
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #8726c4b0
 def _figures(d: pd.DataFrame) -> dict:
     "One reading's figures from rows whose failures are already dropped or zeroed."
     col = lambda g, c: g[c] if c in g else pd.Series(dtype=float)
@@ -290,7 +290,7 @@ def _figures(d: pd.DataFrame) -> dict:
     fig["overall_accuracy"] = overall_accuracy(col(facts, "accuracy"), col(summ, "passed"))
     return fig
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #9fbd3489
 def wgb_summary(df: pd.DataFrame) -> dict:
     """The figures under each reading of `READINGS` — accuracy per fact type, Avg. Acc. (facts pooled), summary P / R / F1
     (mean F1 as eval.py, and the harmonic mean of the means) and pass rate, eval.py's overall accuracy — with the counts.
@@ -312,7 +312,7 @@ def wgb_summary(df: pd.DataFrame) -> dict:
     return {"questions": int(len(df)), "judged": int((~failed).sum()), "failed": int(failed.sum()),
             "failed_calls": int(df.failed_calls.fillna(0).sum()), **{r: _figures(frames[r]) for r in READINGS}}
 
-
+# %% ../../../nbs/37_wgb_eval.ipynb #297dfd3c
 def eval_card(judge: Judge, llm_setting: dict, readers, agreement: dict | None = None) -> str:
     "The setting card of an eval-wgb result: rules and their version, the departures, the reader's and the judge's models, prompts, agreement."
     rd = ", ".join(sorted({r for r in readers if r})) or "not stated in the predictions"

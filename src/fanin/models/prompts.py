@@ -46,7 +46,7 @@ class Prompt:
         return [{"role": "system", "content": self.fill(self.system, fields).strip()},
                 {"role": "user", "content": self.fill(self.user, fields).strip()}]
 
-
+# %% ../../../nbs/11b_prompts.ipynb #8f72bf2a
 @lru_cache(maxsize=None)
 def load_prompt(name: str, folder: str | None = None) -> Prompt:
     "The prompt `configs/prompts/<name>.yaml`."

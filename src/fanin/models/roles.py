@@ -25,13 +25,13 @@ def role_node(cfg: DictConfig, role: str) -> DictConfig:
     "The LLM config of a role: `reader_llm` / `judge_llm` when set, else `llm`."
     return (cfg.get(f"{role}_llm") if role != "llm" else None) or cfg.llm
 
-
+# %% ../../../nbs/11d_roles.ipynb #0a783045
 def make_llm(cfg: DictConfig, ledger: Ledger | None = None, role: str = "llm", budget=None) -> LLM:
     """A role's LLM (`llm`, `reader_llm`, `judge_llm`), with the lab's one cache and, when given, the run's spending cap
     (`fanin.models.spending.Budget`); not started (use it as a context manager)."""
     return instantiate(role_node(cfg, role), cache_path=str(resolve_path(cfg.paths.llm_cache)), ledger=ledger or Ledger(), budget=budget)
 
-
+# %% ../../../nbs/11d_roles.ipynb #d83e1133
 def make_llms(cfg: DictConfig) -> dict[str, LLM]:
     """One LLM per distinct role config: roles with the same config share one client (and one embedded server), and all of
     them one spending cap when `budget.usd` is set."""

@@ -41,7 +41,7 @@ def price_for(model: str, embedded: bool = False, price_in: float | None = None,
 class BudgetExceeded(EndpointError):
     "The next model call could pass `budget.usd`: the run stops before it, saying what was spent and what is left."
 
-
+# %% ../../../nbs/11g_spending.ipynb #55e8a6b1
 class Budget:
     """One spending cap (`budget.usd`) shared by every LLM of a run. `hold` before a call (the most it can cost), `spend` what it
     did cost, `release` the hold after it; a hold that would pass the cap raises `BudgetExceeded` and no call is made."""

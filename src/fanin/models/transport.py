@@ -34,7 +34,7 @@ def key_values(api_key_env: str | None = None, url: str | None = None) -> list[s
         found |= {userinfo, password, base64.b64encode(f"{user}:{password}".encode()).decode()} - {""}
     return sorted(found, key=len, reverse=True)
 
-
+# %% ../../../nbs/11f_transport.ipynb #e7ceb182
 def retry_after(e: BaseException) -> float | None:
     """Seconds an HTTP error reply asks the client to wait before its next request (`Retry-After`: seconds or an HTTP date;
     `retry-after-ms`), or None when it asks nothing."""
@@ -51,7 +51,7 @@ def retry_after(e: BaseException) -> float | None:
     try: return max(0.0, email.utils.parsedate_to_datetime(ra).timestamp() - time.time())
     except (TypeError, ValueError, IndexError): return None
 
-
+# %% ../../../nbs/11f_transport.ipynb #93d33e17
 def certificate_problem(e: BaseException | None) -> str | None:
     """What a TLS certificate check refused (`self-signed certificate`, `certificate has expired`, ...), found anywhere in the
     chain of causes of `e` (the openai client wraps the ssl error twice); None when the failure is not a certificate's."""
@@ -63,7 +63,7 @@ def certificate_problem(e: BaseException | None) -> str | None:
         e = e.__cause__ or e.__context__
     return None
 
-
+# %% ../../../nbs/11f_transport.ipynb #55e4c3f3
 REPLY_CHARS_PER_TOKEN = 16   # ordinary text is about 4 characters a token: a reply 4x past that ran far over the limit it was given
 
 
@@ -75,11 +75,11 @@ def reply_bound(max_tokens: int | None) -> int:
 class RedirectRefused(LLMError):
     "The endpoint redirected the lab to another host: never followed (the answers would come from a server nobody configured)."
 
-
+# %% ../../../nbs/11f_transport.ipynb #2d54ba5e
 class ReplyTooLarge(LLMError):
     "A reply body past `max_reply_bytes`: an endpoint that ignores the token limit; it is never read whole."
 
-
+# %% ../../../nbs/11f_transport.ipynb #fa71a78a
 _deadline = threading.local()   # the whole-call deadline (time.monotonic) of the request this thread sends, and its message
 
 
@@ -87,13 +87,13 @@ def _server(url) -> tuple[str, int]:
     "(host, port) of a URL, the port defaulted by its scheme."
     return url.host, url.port or (443 if url.scheme == "https" else 80)
 
-
+# %% ../../../nbs/11f_transport.ipynb #e97939f2
 def _same_server(a, b) -> bool:
     "The same host and port; or http -> https on the same host (an upgrade to TLS, both on default ports)."
     if _server(a) == _server(b): return True
     return a.host == b.host and a.scheme == "http" and b.scheme == "https" and a.port is None and b.port is None
 
-
+# %% ../../../nbs/11f_transport.ipynb #26c65249
 def _within(seconds: float, message: str, fn: Callable):
     """fn() bounded as a whole: its result, its exception, or CallTimedOut(message) once `seconds` have passed, however the
     server spreads the reply (a byte every few seconds never trips a per-read timeout). fn runs in a worker thread; the
@@ -111,7 +111,7 @@ def _within(seconds: float, message: str, fn: Callable):
     if "error" in box: raise box["error"]
     return box["result"]
 
-
+# %% ../../../nbs/11f_transport.ipynb #bbe455fa
 _GUARDED: dict = {}
 
 

@@ -29,7 +29,7 @@ def accuracy_by_cell(df: pd.DataFrame, by=("system", "fan_in_bin")) -> pd.DataFr
                      "judged": int(len(ok)), "failed": int(g.verdict.isna().sum())})
     return pd.DataFrame(rows)
 
-
+# %% ../../../nbs/25_ablation.ipynb #a7838ad4
 def judge_agreement_pairs(df: pd.DataFrame) -> pd.DataFrame:
     """For each reader and each pair of judges (judge x judge model): Cohen's kappa of their verdicts on the same answers, and
     Spearman's rho of the system rankings their accuracies imply."""
@@ -51,7 +51,7 @@ def judge_agreement_pairs(df: pd.DataFrame) -> pd.DataFrame:
                          "systems": int(keep.sum()), "spearman_rho": float(rho)})
     return pd.DataFrame(rows)
 
-
+# %% ../../../nbs/25_ablation.ipynb #66a26a85
 def er_accuracy_correlations(df: pd.DataFrame, bins, n_boot: int = 10_000, seed: int = 0) -> pd.DataFrame:
     "r(ER, accuracy) over system x fan-in-bin cells for every reader x judge pair, with the lens's question-bootstrap 95% CI."
     rows = []
@@ -62,7 +62,7 @@ def er_accuracy_correlations(df: pd.DataFrame, bins, n_boot: int = 10_000, seed:
                      "questions": c["questions"]})
     return pd.DataFrame(rows)
 
-
+# %% ../../../nbs/25_ablation.ipynb #77032518
 def ablation_tables(df: pd.DataFrame, bins, n_boot: int = 10_000, seed: int = 0) -> dict[str, pd.DataFrame]:
     """All tables of the ablation from one frame: a row per (reader model, judge, judge model, question, system) with `verdict`,
     `er` and `fan_in`."""

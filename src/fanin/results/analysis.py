@@ -23,7 +23,7 @@ __all__ = ['bin_order', 'table_by_bin', 'table_by_fan_in', 'degradation', 'corre
 # %% ../../../nbs/17_analysis.ipynb #737937f0
 def bin_order(bins) -> list[str]: return [b["name"] for b in bins]
 
-
+# %% ../../../nbs/17_analysis.ipynb #3a9523e9
 def table_by_bin(df: pd.DataFrame, metrics: Sequence[str], bins, by: str = "fan_in_bin") -> pd.DataFrame:
     "AuthTrace Table 1 layout: one row per system, columns `<metric>_<bin>` and `<metric>_all`, plus n per bin."
     df = add_fan_in_bin(df, bins) if by == "fan_in_bin" and "fan_in_bin" not in df else df
@@ -38,7 +38,7 @@ def table_by_bin(df: pd.DataFrame, metrics: Sequence[str], bins, by: str = "fan_
         rows.append(row)
     return pd.DataFrame(rows)
 
-
+# %% ../../../nbs/17_analysis.ipynb #e6b8b8ba
 def table_by_fan_in(df: pd.DataFrame, metric: str, cap: int = 5) -> pd.DataFrame:
     "AuthTrace Table 2 layout: one row per system, one column per exact fan-in (the last one `<cap>+`), and n."
     d = df[df.fan_in > 0].copy()
@@ -68,13 +68,13 @@ def _matrix(df: pd.DataFrame, col: str, systems: list[str], ids: list[str]) -> n
     p = df.pivot_table(index="instance_id", columns="system", values=col, aggfunc="first", dropna=False)
     return p.reindex(index=ids, columns=systems).to_numpy(dtype=float)
 
-
+# %% ../../../nbs/17_analysis.ipynb #a885377e
 def _boot_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     "n_boot x n multiplicities of a bootstrap over n questions (same draw for every system)."
     rng = np.random.default_rng(seed)
     return np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(n_boot)]).astype(float)
 
-
+# %% ../../../nbs/17_analysis.ipynb #b9dbf92c
 def _cell_means(W: np.ndarray, X: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
     "For weights W (B x n), values X (n x S), bin masks: B x (S * bins) cell means, NaN where a cell is empty."
     valid = ~np.isnan(X); Xz = np.nan_to_num(X)
@@ -84,7 +84,7 @@ def _cell_means(W: np.ndarray, X: np.ndarray, masks: list[np.ndarray]) -> np.nda
         with np.errstate(invalid="ignore", divide="ignore"): outs.append(num / den)
     return np.concatenate(outs, axis=1)
 
-
+# %% ../../../nbs/17_analysis.ipynb #e2b6349e
 def _pearson_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     "Row-wise Pearson r of two (B x cells) arrays over the cells where both are finite."
     r = np.full(A.shape[0], np.nan)
@@ -93,7 +93,7 @@ def _pearson_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         if ok.sum() >= 3 and np.std(A[i, ok]) > 0 and np.std(B[i, ok]) > 0: r[i] = np.corrcoef(A[i, ok], B[i, ok])[0, 1]
     return r
 
-
+# %% ../../../nbs/17_analysis.ipynb #fefeeb79
 def correlation(df: pd.DataFrame, x: str, y: str, bins, n_boot: int = 10_000, seed: int = 0) -> dict:
     "Pearson r of x and y over system x bin cells, with a question-bootstrap percentile 95% CI."
     d = add_fan_in_bin(df, bins) if "fan_in_bin" not in df else df
@@ -148,7 +148,7 @@ def failure_attribution(df: pd.DataFrame, ac: str = "ac", er: str = "er", fail_a
                      "share_low_er": float((known[er] < er_low).mean()) if len(known) else np.nan})
     return pd.DataFrame(rows)
 
-
+# %% ../../../nbs/17_analysis.ipynb #5779172c
 def failure_overlap(df: pd.DataFrame, ac: str = "ac", fail_ac: float = 100 / 3) -> pd.DataFrame:
     "Jaccard overlap of failure sets for every pair of systems, over the questions both answered."
     d = df.dropna(subset=[ac])
@@ -177,7 +177,7 @@ def per_domain_robustness(df: pd.DataFrame, x: str, y: str, metric: str, bins, n
         rows.append(row)
     return pd.DataFrame(rows)
 
-
+# %% ../../../nbs/17_analysis.ipynb #d4cfb3eb
 def recall_dominance(sweep: pd.DataFrame, answer: str = "ac", ep: str = "ep", er: str = "er") -> pd.DataFrame:
     "From a top-k sweep (one row per system x k with mean metrics): does the answer metric rise with k while EP falls?"
     rows = []
@@ -200,7 +200,7 @@ def _save(fig, path, setting: str, formats: Sequence[str] = ()):
     for p in paths: save_figure(fig, p, close=p == paths[-1], bbox_inches="tight")
     return path
 
-
+# %% ../../../nbs/17_analysis.ipynb #d6aae0ad
 def fig_degradation(table: pd.DataFrame, metrics: Sequence[str], bins, path, setting: str = "", formats: Sequence[str] = ()):
     "One panel per metric: mean by fan-in bin, one line per system (AuthTrace Fig. 3 shape)."
     plt, _ = _plt()
@@ -213,7 +213,7 @@ def fig_degradation(table: pd.DataFrame, metrics: Sequence[str], bins, path, set
     axes[0][-1].legend(fontsize=7)
     return _save(fig, path, setting, formats)
 
-
+# %% ../../../nbs/17_analysis.ipynb #8509257e
 def fig_scatter(table: pd.DataFrame, pairs: Sequence[tuple[str, str, dict]], bins, path, setting: str = "", formats: Sequence[str] = ()):
     "ER-AC / EP-AC over system x bin cells with r and its CI (AuthTrace Fig. 4 shape). pairs: (x, y, correlation result)."
     plt, _ = _plt()
@@ -227,7 +227,7 @@ def fig_scatter(table: pd.DataFrame, pairs: Sequence[tuple[str, str, dict]], bin
     axes[0][-1].legend(fontsize=7)
     return _save(fig, path, setting, formats)
 
-
+# %% ../../../nbs/17_analysis.ipynb #9e2ecdd2
 def fig_by_fan_in(table: pd.DataFrame, metric: str, path, paired: pd.DataFrame | None = None, setting: str = ""):
     "The metric by exact fan-in, one line per system; bins whose best-vs-runner-up gap is significant are starred."
     plt, _ = _plt()
@@ -253,7 +253,7 @@ def answer_score(am: pd.DataFrame) -> pd.Series:
     if "accuracy" in am: return am["accuracy"]
     raise ValueError(f"no answer score among the columns {list(am.columns)}")
 
-
+# %% ../../../nbs/17_analysis.ipynb #c8179e2d
 def lens_frame(folders, evidence_judge: str = "document", answer_judge: str = "proxy") -> tuple[pd.DataFrame, str]:
     "Per question x system: er, ep (segment-level, one evidence judge) and the answer score; returns (frame, score name)."
     from pathlib import Path
@@ -278,7 +278,7 @@ def lens_frame(folders, evidence_judge: str = "document", answer_judge: str = "p
     else: df = df.assign(ac=np.nan)
     return df.sort_values(["system", "instance_id"], kind="mergesort").reset_index(drop=True), name
 
-
+# %% ../../../nbs/17_analysis.ipynb #bcfc15e2
 def lens_tables(df: pd.DataFrame, ac: str, bins, n_boot: int = 10_000, seed: int = 0,
                 oracle: str = "oracle") -> tuple[dict[str, pd.DataFrame], list[dict]]:
     """Every AuthTrace analysis of a `lens_frame`: {name: table} (Table 1 by bin first) and the correlations as records.
@@ -301,7 +301,7 @@ def lens_tables(df: pd.DataFrame, ac: str, bins, n_boot: int = 10_000, seed: int
     res["correlations"] = pd.DataFrame(corr)
     return res, corr
 
-
+# %% ../../../nbs/17_analysis.ipynb #f20767bc
 def lens_figures(tables: dict[str, pd.DataFrame], corr: list[dict], ac: str, bins) -> dict:
     """The lens's figures as {name: draw(path, setting) -> path}: the degradation by bin always; with answers, ER/EP vs the
     answer score (with r) and the answer score by exact fan-in with the paired-bootstrap verdicts."""
@@ -312,4 +312,3 @@ def lens_figures(tables: dict[str, pd.DataFrame], corr: list[dict], ac: str, bin
         figs["er_ep_vs_ac"] = lambda p, s: fig_scatter(t1, [("er", ac, c[("er", ac)]), ("ep", ac, c[("ep", ac)])], bins, p, s)
         figs["ac_by_fan_in"] = lambda p, s: fig_by_fan_in(tables["table2_ac_by_fan_in"], ac, p, tables["paired_bootstrap_ac"], s)
     return figs
-

@@ -87,7 +87,7 @@ def _boot(values: np.ndarray, n_boot: int, rng) -> tuple[float, float]:
     means = values[rng.integers(0, len(values), (n_boot, len(values)))].mean(axis=1)
     return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
-
+# %% ../../../nbs/38_diagnosis.ipynb #48925e92
 def loss_table(losses: pd.DataFrame, metrics: pd.DataFrame, bins, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """system x fan-in bin x step: `share` of gold pages (question mean, `lo`/`hi` its bootstrap interval), `of_missed` (share of
     missed pairs), `pairs`, `median_rank` (ranked_out), with the cell's `questions`, `er` and `missed` (1 - ER)."""
@@ -125,7 +125,7 @@ def radius_table(metrics: pd.DataFrame, n_boot: int = 1000, seed: int = 0, min_q
         out.append({"system": system, "fan_in": int(f), "er": float(g.er.mean()), "lo": lo, "hi": hi, "questions": len(g)})
     return pd.DataFrame(out, columns=["system", "fan_in", "er", "lo", "hi", "questions"])
 
-
+# %% ../../../nbs/38_diagnosis.ipynb #7dedd4ae
 def overtakes(metrics: pd.DataFrame, n_boot: int = 1000, seed: int = 0, min_questions: int = 5, exclude=()) -> pd.DataFrame:
     "Every pair of systems at every exact fan-in with `min_questions` shared questions: paired ER difference a - b, its interval, leader, crossing."
     rng, out = np.random.default_rng(seed), []
@@ -157,7 +157,7 @@ def headroom_table(metrics: pd.DataFrame, bins, exclude=()) -> pd.DataFrame:
                         "of_ceiling": float(ers[s]) / route if route else math.nan, "questions": len(g)})
     return pd.DataFrame(out)
 
-
+# %% ../../../nbs/38_diagnosis.ipynb #8e27a18b
 def miss_overlap(losses: pd.DataFrame, exclude=()) -> pd.DataFrame:
     "Jaccard overlap of every pair of systems' miss sets (question, page) on the questions both ran."
     lost = losses[(losses.step != "cut") & ~losses.system.isin(exclude)]
@@ -180,7 +180,7 @@ def run_costs(folder: Path, metrics: pd.DataFrame) -> dict:
             "query_p50_ms": float(metrics.retrieve_ms.median()) if "retrieve_ms" in metrics and metrics.retrieve_ms.notna().any() else math.nan,
             "llm_tokens": float(led.get("prompt_tokens", 0) + led.get("completion_tokens", 0))}
 
-
+# %% ../../../nbs/38_diagnosis.ipynb #aa7955ba
 def pareto_table(metrics: pd.DataFrame, costs: dict[str, dict], bins, exclude=()) -> pd.DataFrame:
     "Per fan-in bin, cost and system: ER, the cost, and whether the system is on that cost's frontier."
     m = add_fan_in_bin(metrics[(metrics.status == "ok") & metrics.er.notna() & ~metrics.system.isin(exclude)], bins)
@@ -219,7 +219,7 @@ def loss_figure(table: pd.DataFrame, path, bins_order=None):
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
-
+# %% ../../../nbs/38_diagnosis.ipynb #19ceb949
 def radius_figure(radius: pd.DataFrame, path):
     "ER against exact fan-in, one line per system, with its bootstrap interval."
     plt, _ = _plt()
@@ -230,7 +230,7 @@ def radius_figure(radius: pd.DataFrame, path):
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
-
+# %% ../../../nbs/38_diagnosis.ipynb #a7db39f0
 def pareto_figure(pareto: pd.DataFrame, path):
     "ER against each recorded cost (rows) per fan-in bin (columns); frontier systems are named."
     plt, _ = _plt()
@@ -300,7 +300,7 @@ def diagnose(overrides=(), n_boot: int = 1000, log=print) -> dict[str, pd.DataFr
         f"tables in {tdir}/{name}_*.csv, figures in {fdir}")
     return tabs
 
-
+# %% ../../../nbs/38_diagnosis.ipynb #b3e3a27e
 def explain(instance_id: str, overrides=()) -> pd.DataFrame:
     """One question across the experiment's systems: each gold page's step, how, rank and hops, the start of the unit of that
     page that came closest (the best-ranked unit carrying it, or its own unit the query never reached), and the pack's top units."""
@@ -329,7 +329,7 @@ def _records(t: pd.DataFrame) -> list[dict]:
     t = t.round(4).astype(object)
     return t.where(t.notna(), None).to_dict("records")
 
-
+# %% ../../../nbs/38_diagnosis.ipynb #4b8dc5d3
 def diagnosis_record(names, outputs: Path, path: Path) -> dict:
     """The README's record of the diagnosis of experiments `names` from `outputs` (its tables/ and figures/), written to `path`;
     each experiment's loss figure is copied beside it (`diagnosis_NAME_loss.png`)."""

@@ -36,7 +36,7 @@ def planned_runs(overrides) -> list[Path]:
     ds = load_dataset(cfgs[0])
     return [run_dir(c, ds) for c in cfgs]
 
-
+# %% ../../../nbs/35_experiments.ipynb #485983c9
 def finished_runs(overrides, failed_builds: bool = False) -> list[Path]:
     """`planned_runs`, each of which must hold its metrics; else a ConfigError naming the command that makes them.
     `failed_builds`: also accept a run whose index build failed and is recorded (`fanin.run.pipeline.index_failures`), for the
@@ -48,7 +48,7 @@ def finished_runs(overrides, failed_builds: bool = False) -> list[Path]:
         raise ConfigError(f"no finished run at {missing[0]}: run `fanin run {' '.join(overrides)}` first")
     return folders
 
-
+# %% ../../../nbs/35_experiments.ipynb #4d1cd3c6
 def table_name(cfg) -> str:
     """Prefix of an experiment's tables, figures and metrics: the experiment name, plus the domains when not all of the dataset's,
     plus the system when the experiment runs one system (`systems: null`), so `system=bm25` then `system=dense` write two tables."""
@@ -67,16 +67,16 @@ class Table:
     parts: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: dict[str, Callable[[Path, str], Path]] = field(default_factory=dict)
 
-
+# %% ../../../nbs/35_experiments.ipynb #1b6ba5ca
 def table_dir() -> Path:
     return repo_root() / "configs" / "table"
 
-
+# %% ../../../nbs/35_experiments.ipynb #ee617de7
 def table_names() -> list[str]:
     "Every registered table: one config per name in configs/table/."
     return sorted(p.stem for p in table_dir().glob("*.yaml"))
 
-
+# %% ../../../nbs/35_experiments.ipynb #8ea434d6
 def table_config(name: str):
     "A table's config (`_target_`: the driver; `experiment`: its default experiment)."
     p = table_dir() / f"{name}.yaml"
@@ -87,7 +87,7 @@ def table_config(name: str):
     if "_target_" not in tc: raise ConfigError(f"{p}: no `_target_` (the driver, e.g. fanin.results.experiments.costs)")
     return tc
 
-
+# %% ../../../nbs/35_experiments.ipynb #99c3aba1
 def table_overrides(name: str, overrides=()) -> list[str]:
     """The table's default experiment unless the user names one, its default `overrides`, then the user's overrides; a key set
     twice keeps the last value (so a caller can change one default without repeating the others)."""
@@ -97,7 +97,7 @@ def table_overrides(name: str, overrides=()) -> list[str]:
     last = {o.split("=", 1)[0]: i for i, o in enumerate(ov)}
     return [o for i, o in enumerate(ov) if last[o.split("=", 1)[0]] == i]
 
-
+# %% ../../../nbs/35_experiments.ipynb #0b960cd6
 def run_table(name: str, overrides=(), out_name: str | None = None, params: dict | None = None, run: bool = True) -> dict[str, Path]:
     """Make the table `name` and write `outputs/tables/<out_name or name>.csv`, its parts and its figures
     (`outputs/figures/<out_name or name>_<figure>.png`); returns {part ('' = main; `fig:<figure>` for a figure): path}.
@@ -122,7 +122,7 @@ def run_table(name: str, overrides=(), out_name: str | None = None, params: dict
     for fig, draw in t.figures.items(): paths[f"fig:{fig}"] = draw(out / "figures" / f"{stem}_{fig}.png", t.setting)
     return paths
 
-
+# %% ../../../nbs/35_experiments.ipynb #6d84eeed
 def check_work(name: str, work, run: bool) -> None:
     "Print what a table's runs will compute and cost; with nothing computed yet and `run=False`, stop before any work."
     from fanin.run.plan import plan_many
@@ -150,7 +150,7 @@ def question_domains(folder: Path, man: dict) -> dict[str, str]:
     doms = list(man.get("index") or {}) or list((man.get("data") or {}).get("domains") or [])
     return {"*": doms[0]} if len(doms) == 1 else {}
 
-
+# %% ../../../nbs/35_experiments.ipynb #26f512d4
 def _latencies(folder: Path, domains: dict[str, str]) -> dict[str, list[float]]:
     lat: dict[str, list[float]] = {}
     packs = folder / "packs.jsonl.gz"
@@ -163,7 +163,7 @@ def _latencies(folder: Path, domains: dict[str, str]) -> dict[str, list[float]]:
             lat.setdefault(dom, []).append(p["cost"].get("retrieve_ms", np.nan))
     return lat
 
-
+# %% ../../../nbs/35_experiments.ipynb #746c955d
 def cost_table(folders) -> pd.DataFrame:
     """One row per run folder and domain: index, LLM and latency costs, graph statistics, and a peer's package (see above).
     `status` is `ok`, or `index failed` for a build recorded as failed (`fanin.run.pipeline.index_failures`): its row has what the
@@ -193,7 +193,7 @@ def cost_table(folders) -> pd.DataFrame:
                          **{k: g.get(k) for k in GRAPH_KEYS}})
     return pd.DataFrame(rows)
 
-
+# %% ../../../nbs/35_experiments.ipynb #2be84614
 def costs(overrides) -> Table:
     "Driver: the cost ledger of an experiment's finished runs (and of its builds recorded as failed)."
     from fanin.results.lab_report import manifests, setting_line
@@ -205,7 +205,7 @@ def spacy_version() -> str:
     import spacy
     return spacy.__version__
 
-
+# %% ../../../nbs/35_experiments.ipynb #61d3198c
 def graal_table1(overrides) -> Table:
     "Driver: GRAAL Table 1 (entity_mention, graph_retrieve, graal) on the multi-fact claims of the configured domains."
     from fanin.systems.graphs import METHODS, claim_evidence, graal_table1 as table1
@@ -230,7 +230,7 @@ def graal_table1(overrides) -> Table:
     t["setting"] = setting
     return Table(t, setting, {"claims": claims})
 
-
+# %% ../../../nbs/35_experiments.ipynb #6da86e7a
 def _graal_work(overrides) -> list:
     "What `graal_table1` builds before it reads: each method's index over the configured domains."
     from fanin.systems.graphs import METHODS
@@ -316,7 +316,7 @@ def embedding_cache_table(folders) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["system", "domain", "loaded", "texts", "distinct", "hits", "misses", "hit_rate",
                                        "embedded_tokens", "embed_seconds"])
 
-
+# %% ../../../nbs/35_experiments.ipynb #9bade363
 def embedding_cache(overrides) -> Table:
     "Driver: the embedding cache's hits and misses of every index an experiment's finished runs built."
     from fanin.results.lab_report import manifests, setting_line
@@ -374,7 +374,7 @@ def sweep_overrides(overrides) -> list[str]:
     overrides = list(overrides)
     return overrides if any(o.startswith("experiment=") for o in overrides) else ["experiment=topk", *overrides]
 
-
+# %% ../../../nbs/35_experiments.ipynb #625e6d68
 def topk_frame(overrides) -> pd.DataFrame | None:
     "Overall ER/EP per (system, k) of the top-k sweep's runs that exist (None: none yet)."
     from fanin.run.pipeline import collect
@@ -391,7 +391,7 @@ def topk_frame(overrides) -> pd.DataFrame | None:
                          "hit": m.hit.mean(), "pack_chars": m.pack_chars.mean(), "run_key": f.name})
     return pd.DataFrame(rows) if rows else None
 
-
+# %% ../../../nbs/35_experiments.ipynb #58571f2d
 def topk(overrides) -> Table:
     "Driver: the top-k sweep's table from its finished runs (`fanin sweep` makes them, then this table) and its ER/EP-by-k figure."
     from fanin.results.lab_report import fig_topk, manifests, setting_line
@@ -430,7 +430,7 @@ def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max
     main = tables.pop("accuracy_overall")
     return Table(main, " | ".join(dict.fromkeys(cards)), {**tables, "per_question": df})
 
-
+# %% ../../../nbs/35_experiments.ipynb #ce7af750
 def _ablation_work(overrides, readers=((),), judges=(("proxy", ()),), max_failed_share: float = 0.25, **_) -> list:
     "What the ablation runs: the packs, then each reader's answers judged by every judge (judges' own LLM overrides aside)."
     base = list(overrides) + [f"answer.max_failed_share={max_failed_share}", f"answer.judges=[{','.join(j for j, _ in judges)}]"]
@@ -455,7 +455,7 @@ def topk_answers(overrides, ks, answer_judge: str, score: str) -> pd.DataFrame:
                          "er": s.er.mean(), "ep": s.ep.mean(), score: s.score.mean()})
     return pd.DataFrame(rows).sort_values(["system", "k"], kind="mergesort").reset_index(drop=True)
 
-
+# %% ../../../nbs/35_experiments.ipynb #ec68c62e
 def authtrace_lens(overrides, evidence_judge: str = "document", answer_judge: str = "proxy", n_boot: int = 10_000, seed: int = 0,
                    run_stages=(), topk_ks=(), topk_overrides=()) -> Table:
     "Driver: every AuthTrace analysis of an experiment's runs (Table 1 by bin main; the other analyses as parts) and its figures."
@@ -475,7 +475,7 @@ def authtrace_lens(overrides, evidence_judge: str = "document", answer_judge: st
     figures = lens_figures(tables, corr, ac, bins)
     return Table(tables.pop("table1_by_bin"), setting, tables, figures)
 
-
+# %% ../../../nbs/35_experiments.ipynb #2e20447c
 def _lens_work(overrides, run_stages=(), topk_ks=(), topk_overrides=(), **_) -> list:
     "What the lens runs before it reads: `run_stages` over the experiment, and the top-k check's runs at each k."
     out = [(list(overrides), list(run_stages))] if run_stages else []

@@ -27,7 +27,7 @@ def pack_er(chunks, gold: set, credit: dict) -> float:
     covered = set().union(*(credit.get(c, ()) for c in chunks)) & gold if chunks else set()
     return len(covered) / len(gold)
 
-
+# %% ../../../nbs/32a_fusion.ipynb #5bc71cfd
 def fusion_candidates(overrides=(), domains=None, depth: int = 100, check: bool = True, log=print) -> list[dict]:
     """Per question of each domain (default: the dataset's): k, gold pages, fan-in bin, `bm25_pack` (BM25's top k), the `bm25`
     and `dense` candidates (chunk, score), best first, and `credit` (candidate chunk -> gold pages it carries). `check`: assert
@@ -68,7 +68,7 @@ def part_er(rows: list[dict]) -> pd.DataFrame:
                           "bm25": pack_er(r["bm25_pack"], set(r["gold"]), r["credit"]),
                           "dense": pack_er([c for c, _ in r["dense"][:r["k"]]], set(r["gold"]), r["credit"])} for r in rows])
 
-
+# %% ../../../nbs/32a_fusion.ipynb #83a87766
 def fusion_er(rows: list[dict], setting: dict) -> np.ndarray:
     """ER of `fuse(**setting)` on every question; `setting` may hold `candidates` (each half's depth, at most the depth the
     candidates were fetched at) beside `fuse`'s own arguments."""
@@ -104,7 +104,7 @@ def split_rows(rows: list[dict], by: str = "questions", seed: int = 0) -> np.nda
         tune[rng.permutation(js)[: (len(js) + 1) // 2]] = True
     return tune
 
-
+# %% ../../../nbs/32a_fusion.ipynb #a5ae43f0
 def cell_margins(parts: pd.DataFrame, hybrid: np.ndarray, min_cell: int = 1) -> pd.DataFrame:
     "Per domain × bin with at least `min_cell` questions: n, the parts' and hybrid's mean ER, the better part and the margin."
     d = parts.assign(hybrid=hybrid)
@@ -114,7 +114,7 @@ def cell_margins(parts: pd.DataFrame, hybrid: np.ndarray, min_cell: int = 1) -> 
     g["margin"] = g.hybrid - g[["bm25", "dense"]].max(axis=1)
     return g
 
-
+# %% ../../../nbs/32a_fusion.ipynb #a21aedc0
 def tune_fusion(rows: list[dict], tune: np.ndarray, grid=FUSION_GRID, min_cell: int = 5) -> pd.DataFrame:
     "Every grid setting scored on the tuning rows: mean and worst cell margin, pooled ER; best first (mean margin, then ER)."
     sub = [r for r, t in zip(rows, tune) if t]

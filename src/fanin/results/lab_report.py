@@ -46,7 +46,7 @@ def setting_line(manifests: Sequence[dict]) -> str:
             f"systems={systems}; {', '.join(ks)}; embedder={','.join(emb) or 'none'}; fan-in bins {bins}; credit=rare wording (metrics.credit_rule); "
             f"judge=deterministic document-level")
 
-
+# %% ../../../nbs/08_lab_report.ipynb #41531472
 def write_table(df: pd.DataFrame, path: Path, setting: str) -> Path:
     "Write a table under its setting line, atomically with its completion record (`fanin.core.files`)."
     with atomic_open(path) as f:
@@ -54,11 +54,11 @@ def write_table(df: pd.DataFrame, path: Path, setting: str) -> Path:
         df.to_csv(f, index=False, float_format="%.6g")
     return path
 
-
+# %% ../../../nbs/08_lab_report.ipynb #7e313bb3
 def read_table(path) -> pd.DataFrame:
     return pd.read_csv(path, comment="#")
 
-
+# %% ../../../nbs/08_lab_report.ipynb #ba5e0a0e
 def manifests(folders) -> list[dict]:
     return [read_manifest(f) for f in folders]
 
@@ -92,14 +92,14 @@ def answer_dirs(folders) -> list[Path]:
                 raise DamagedFile(d / "answer_metrics.csv", why, "run the judge stage again (fanin run ... --stages judge)")
     return out
 
-
+# %% ../../../nbs/08_lab_report.ipynb #09a39cb1
 def answer_metrics(folders) -> pd.DataFrame:
     "Every judged answer of the runs (their current answer folders' `answer_metrics.csv`), one frame; none is an error."
     dirs = answer_dirs(folders)
     if not dirs: raise FileNotFoundError(f"no judged answers under {', '.join(map(str, folders))}: run the answer and judge stages")
     return pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in dirs], ignore_index=True)
 
-
+# %% ../../../nbs/08_lab_report.ipynb #2f2fbfb2
 def answer_setting_line(folders) -> str:
     """The setting card of an answer table: retrieval setting, reader and its model, the evidence budget and how much of the
     packs the reader saw, every judge with its model and its measured agreement, prompt versions, calls, cache, tokens."""
@@ -131,7 +131,7 @@ def answer_setting_line(folders) -> str:
             f"{shown} answers ({trunc} truncated); judges={', '.join(judges)}; LLM requests={tot['requests']} server calls={tot['calls']} "
             f"cache hit rate={hr:.2f} failures={tot['failures']} tokens={tot['prompt_tokens']}+{tot['completion_tokens']}")
 
-
+# %% ../../../nbs/08_lab_report.ipynb #d2e58bdf
 def oracle_title(df: pd.DataFrame, oracle: str = "oracle") -> str:
     "A title prefix when the oracle's packs were not all shown whole: such an oracle is no upper bound, and the table says so."
     if "truncated" not in df or not (df.system == oracle).any(): return ""
@@ -140,7 +140,7 @@ def oracle_title(df: pd.DataFrame, oracle: str = "oracle") -> str:
     return (f"ORACLE TRUNCATED: {n} of {len(o)} oracle packs were not shown whole to the reader (not an upper bound); "
             if n else "")
 
-
+# %% ../../../nbs/08_lab_report.ipynb #f987b082
 def answer_tables(folders, name: str, out_dir=None) -> Path:
     "Answer scores of an experiment's runs by judge x system x fan-in bin / type, to `outputs/tables/<name>_answers_*.csv`."
     from fanin.judging.judges import answer_table
@@ -161,7 +161,7 @@ def _plt():
     sns.set_theme(style="whitegrid", context="paper")
     return plt, sns
 
-
+# %% ../../../nbs/08_lab_report.ipynb #74906a86
 def _er_ep_figure(d: pd.DataFrame, x: str, path: Path, title: str, setting: str, sort: bool = True) -> Path:
     "Two panels, evidence recall and precision (%) against `x`, one line per system; the setting printed under them."
     plt, sns = _plt()
@@ -175,7 +175,7 @@ def _er_ep_figure(d: pd.DataFrame, x: str, path: Path, title: str, setting: str,
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return save_figure(fig, path)
 
-
+# %% ../../../nbs/08_lab_report.ipynb #ab2bacfb
 def fig_er_ep_by_fan_in(by_fan_in_bin: pd.DataFrame, path: Path, setting: str, bins) -> Path:
     "Evidence recall and precision by fan-in bin, one line per system (AuthTrace Fig. 3 shape)."
     order = [b["name"] for b in bins]
@@ -183,12 +183,12 @@ def fig_er_ep_by_fan_in(by_fan_in_bin: pd.DataFrame, path: Path, setting: str, b
     d["fan-in"] = pd.Categorical(d.fan_in_bin, order, ordered=True)
     return _er_ep_figure(d.sort_values(["system", "fan-in"]), "fan-in", path, "Document-level evidence by fan-in bin", setting, sort=False)
 
-
+# %% ../../../nbs/08_lab_report.ipynb #3897aa70
 def fig_topk(df: pd.DataFrame, path: Path, setting: str) -> Path:
     "Evidence recall and precision against k, one line per system (WildGraphBench Fig. 5 / AuthTrace top-k ablation shape)."
     return _er_ep_figure(df, "k", path, "Evidence recall and precision against top-k", setting)
 
-
+# %% ../../../nbs/08_lab_report.ipynb #e6bd24d4
 def _wrap(s, width=190):
     import textwrap
     return "\n".join(textwrap.wrap(s, width))
@@ -248,7 +248,7 @@ def judge_record(judge, model: str, results: dict, dest) -> Path:
     with atomic_open(out, record=False) as f: json.dump(doc, f, indent=1, default=str)   # a committed record: git keeps it whole
     return out
 
-
+# %% ../../../nbs/08_lab_report.ipynb #84e470d3
 def judges_summary(record: dict, judges, sets: dict) -> str:
     """The README's judges table from a `judges.json` record: accuracy / κ per set (`sets`: column -> file; a judge's
     development sets in italics, a set not checked '—'), the swaps rejected on its held-out sets pooled, the date and machine."""
@@ -313,7 +313,7 @@ def markdown_table(df: pd.DataFrame, pct=("er", "ep", "hit"), floatfmt: str = "g
     if "pack_chars" in d: d["pack_chars"] = d["pack_chars"].round(0).astype("Int64")
     return d.to_markdown(index=False, floatfmt=floatfmt)
 
-
+# %% ../../../nbs/08_lab_report.ipynb #93d167e6
 # 61 lines, kept whole: the report's sections in reading order, each a few lines of Markdown
 def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | None = None, out=None) -> Path:
     "outputs/report.md: the setting, data resolution, and the experiment's tables (ER/EP/hit in %)."

@@ -30,7 +30,7 @@ def half_unit(decimals) -> float:
     "Half a unit of the last printed digit."
     return 0.5 * 10.0 ** (-int(decimals))
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #e0f65930
 def finding(row: pd.Series | dict, check: str, quantity: str, reported: float, recomputed: float, tolerance: float,
             note: str = "", reading: str = "") -> dict:
     "One finding row; `status` is ok when |reported - recomputed| <= tolerance; `reading` names the definition the value fits."
@@ -41,7 +41,7 @@ def finding(row: pd.Series | dict, check: str, quantity: str, reported: float, r
             "setting": row["setting"], "quantity": quantity, "reported": reported, "recomputed": recomputed,
             "difference": diff, "tolerance": tolerance, "status": status, "reading": reading, "note": note}
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #0fc8ca5d
 def _cells(df: pd.DataFrame, metrics: Sequence[str], by=("paper", "table", "method", "setting")):
     "Groups of one row label / setting holding all `metrics`: yields (first row, {metric: (value, decimals)})."
     d = df[df.metric.isin(metrics)]
@@ -68,7 +68,7 @@ def _wgb_counts(rep: pd.DataFrame, paper: str, setting: dict) -> tuple[float, fl
         n.append(r.value.iloc[0])
     return tuple(n)
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #a3471c21
 def check_wgb_avg_acc(rep: pd.DataFrame) -> list[dict]:
     "WildGraphBench Avg. Acc. vs accuracy pooled over single-/multi-fact questions (the paper's counts as weights)."
     out = []
@@ -88,7 +88,7 @@ def check_wgb_avg_acc(rep: pd.DataFrame) -> list[dict]:
         out.append(finding(row, "wgb_avg_acc", "avg_acc = pooled accuracy", a, pooled, tol, note, reading))
     return out
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #d95119ad
 def check_wgb_summary_f1(rep: pd.DataFrame) -> list[dict]:
     "WildGraphBench summary F1 vs the harmonic mean of the printed (averaged) precision and recall."
     out = []
@@ -101,7 +101,7 @@ def check_wgb_summary_f1(rep: pd.DataFrame) -> list[dict]:
         out.append(finding(row, "wgb_summary_f1", "summary_f1 = harmonic(P, R)", f, h, tol, "", reading))
     return out
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #8e6b225d
 def check_count_totals(rep: pd.DataFrame) -> list[dict]:
     "Printed totals (qtype=all / domain=all) in question-count tables vs the sums of their parts."
     out = []
@@ -118,7 +118,7 @@ def check_count_totals(rep: pd.DataFrame) -> list[dict]:
                                        parts.value.sum(), 0.0, f"{len(parts)} parts"))
     return out
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #6be342cc
 def check_wgb_avg_degree(rep: pd.DataFrame) -> list[dict]:
     "The average degree the text states (Fig. 4) vs 2 x edges / nodes of Table 4."
     out = []
@@ -144,7 +144,7 @@ def authtrace_by_bin(rep: pd.DataFrame, metrics: Sequence[str] = ("er", "ep", "a
     w.columns = [f"{m}_{b}" for m, b in w.columns]
     return w.reset_index().rename(columns={"method": "system"})
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #d8580319
 def check_authtrace_all_vs_bins(rep: pd.DataFrame) -> list[dict]:
     "AuthTrace Table 1 'All' rows vs the bin rows weighted by the bin sizes."
     out, sizes = [], AUTHTRACE_BINS
@@ -160,7 +160,7 @@ def check_authtrace_all_vs_bins(rep: pd.DataFrame) -> list[dict]:
                            allr.value.iloc[0], rec, tol))
     return out
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #a13dd1f1
 def check_authtrace_g3(rep: pd.DataFrame, metric: str = "ac") -> list[dict]:
     "App. G.3's relative drops and oracle-normalised losses vs `fanin.results.analysis.degradation` on Table 1."
     g3 = rep[(rep.paper == "authtrace") & (rep.table == "tableG3")]
@@ -183,7 +183,7 @@ def check_authtrace_g3(rep: pd.DataFrame, metric: str = "ac") -> list[dict]:
                            float(deg.loc[row.method, col]), tol))
     return out
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #9373d062
 def check_authtrace_correlation(rep: pd.DataFrame) -> list[dict]:
     "The stated ER-AC / EP-AC r (Fig. 4, whole benchmark) recomputed from Table 1 under two readings: overall rows, system x bin cells."
     stated = rep[(rep.paper == "authtrace") & (rep.metric == "pearson_r")]
@@ -225,7 +225,7 @@ def estimate_type_weights(rep: pd.DataFrame, table: str = "table4", metric: str 
         if best_key is None or key < best_key: best, best_key = n, key
     return pd.Series(best, index=GB_QTYPES)
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #f86eba6e
 def check_graphrag_bench_averages(rep: pd.DataFrame, average: str = "average") -> list[dict]:
     """GraphRAG-Bench average columns vs the plain mean of the per-type columns of the same row and metric; the note says
     whether the value fits a mean weighted by question counts per type instead (the paper does not print them: estimated)."""
@@ -249,7 +249,7 @@ def check_graphrag_bench_averages(rep: pd.DataFrame, average: str = "average") -
                            a, float(parts.value.mean()), tol, note, reading))
     return out
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #2d8d24c5
 def check_graal_overall(rep: pd.DataFrame) -> list[dict]:
     "GRAAL Table 1's overall vs the harmonic mean of hit rate and 100 / #sentences (`fanin.systems.graphs.graal_overall`)."
     from fanin.systems.graphs import graal_overall
@@ -261,7 +261,7 @@ def check_graal_overall(rep: pd.DataFrame) -> list[dict]:
                            half_unit(do) + half_unit(dh), "fractions: hit rate 0-1 and 100/#sentences read as a share"))
     return out
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #c9d79330
 # Tables that restate cells of other tables: (paper, table, filter, other table, filter, method aliases)
 RESTATED = [
     ("wildgraphbench", "table3", {"subset": "people"}, "table17", {"domain": "people"}, {"Microsoft GraphRAG(local)": "MS GraphRAG(local)", "Microsoft GraphRAG(global)": "MS GraphRAG(global)"}),
@@ -294,7 +294,7 @@ def check_restated(rep: pd.DataFrame, restated=RESTATED) -> list[dict]:
             out.append(finding(r._asdict(), "restated", f"{r.metric} as in {tb}", r.value, b.value, tol, f"{tb}: {b.method} [{b.setting}]"))
     return out
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #0612667a
 CHECKS = [check_wgb_avg_acc, check_wgb_summary_f1, check_count_totals, check_wgb_avg_degree, check_authtrace_all_vs_bins,
           check_authtrace_g3, check_authtrace_correlation, check_graphrag_bench_averages, check_graal_overall, check_restated]
 
@@ -305,7 +305,7 @@ def consistency(rep: pd.DataFrame | None = None, checks: Iterable = CHECKS) -> p
     rows = [f for c in checks for f in c(rep)]
     return pd.DataFrame(rows, columns=FINDING_COLUMNS)
 
-
+# %% ../../../nbs/24a_paper_checks.ipynb #1670f2ab
 def consistency_summary(findings: pd.DataFrame) -> pd.DataFrame:
     "Per paper, table and check: cells checked, ok, mismatches, the largest |difference|, and the readings found."
     g = findings.groupby(["paper", "table", "check"], sort=False)

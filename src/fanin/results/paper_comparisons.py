@@ -35,7 +35,7 @@ def _count(enc, text: str, block: int = 200_000) -> int:
         n += len(enc.encode_ordinary(text[start:end])); start = end
     return n
 
-
+# %% ../../../nbs/24c_paper_comparisons.ipynb #d6dfffc3
 def corpus_tokens(root=None, encodings: Sequence[str] = ("o200k_base", "cl100k_base"), domains=None) -> pd.DataFrame:
     "Tokens of the WildGraphBench corpus (raw pages and the cleaned text the systems read) per encoding, in millions."
     import bpe_openai
@@ -64,7 +64,7 @@ def comparison_specs(folder=None) -> dict[str, dict]:
     folder = resolve_path(folder or "configs/reproduction")
     return {p.stem: OmegaConf.to_container(OmegaConf.load(p), resolve=True) for p in sorted(folder.glob("*.yaml"))}
 
-
+# %% ../../../nbs/24c_paper_comparisons.ipynb #dae2943c
 def read_lab_table(path) -> tuple[pd.DataFrame, str]:
     "A lab CSV and its setting line (`# setting:` header, else a `setting` column's first value)."
     path = resolve_path(path)
@@ -73,7 +73,7 @@ def read_lab_table(path) -> tuple[pd.DataFrame, str]:
     setting = first[len("# setting:"):].strip() if first.startswith("# setting:") else (str(df.setting.iloc[0]) if "setting" in df and len(df) else "")
     return df, setting
 
-
+# %% ../../../nbs/24c_paper_comparisons.ipynb #94f0e071
 def _lab_cells(spec: dict, lab: pd.DataFrame):
     "(lab system, reported method, metric, setting pairs, value, lab unit) for every mapped cell of the lab table."
     for k, v in (spec.get("lab_where") or {}).items(): lab = lab[lab[k].astype(str) == str(v)]
@@ -101,7 +101,7 @@ def _lab_cells(spec: dict, lab: pd.DataFrame):
                 for tgt in targets:
                     yield system, tgt, metric, {**base, **g, **(c.get("setting") or {})}, float(val) * c.get("scale", 1), c.get("unit")
 
-
+# %% ../../../nbs/24c_paper_comparisons.ipynb #4b1f5189
 def compare(spec: dict, rep: pd.DataFrame, name: str = "") -> tuple[pd.DataFrame, str | None]:
     "One comparison: matched cells (COMPARISON_COLUMNS) and the lab table's setting line (None when the lab table is missing)."
     path = resolve_path(spec["lab_table"])
@@ -132,7 +132,7 @@ def compare(spec: dict, rep: pd.DataFrame, name: str = "") -> tuple[pd.DataFrame
                          **dict(zip(("comparable", "reason"), comparable(parse_setting(r.setting))))})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS), lab_setting
 
-
+# %% ../../../nbs/24c_paper_comparisons.ipynb #c8bba5c1
 def comparisons(rep: pd.DataFrame | None = None, specs: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     "All comparisons: the cells, and one row per comparison (setting cards, cells matched, or why it is not measured yet)."
     rep = load_reported() if rep is None else rep

@@ -28,21 +28,21 @@ FORMATS = (".png", ".pdf")
 def _setting_line(paper: str, tables: Sequence[str]) -> str:
     return f"Redrawn from the reported numbers: {PAPERS[paper]}, " + ", ".join(tables) + " (data/reported/)."
 
-
+# %% ../../../nbs/24b_paper_figures.ipynb #b74c4e8f
 def fig_authtrace_degradation(rep: pd.DataFrame, path) -> Path:
     "AuthTrace Fig. 3: ER, EP and AC by fan-in bin, one line per system (Table 1)."
     t = authtrace_by_bin(rep)
     return fig_degradation(t, ["er", "ep", "ac"], [{"name": b} for b in AUTHTRACE_BINS], path,
                            _setting_line("authtrace", ["Table 1"]), FORMATS)
 
-
+# %% ../../../nbs/24b_paper_figures.ipynb #e5d39167
 def fisher_ci(r: float, n: int, z: float = 1.959964) -> tuple[float, float]:
     "95% CI of a Pearson r over n points (Fisher z); NaN when n <= 3."
     if n <= 3 or not np.isfinite(r): return (math.nan, math.nan)
     a = math.atanh(max(min(r, 0.999999), -0.999999)); s = z / math.sqrt(n - 3)
     return (math.tanh(a - s), math.tanh(a + s))
 
-
+# %% ../../../nbs/24b_paper_figures.ipynb #cc4929e5
 def fig_authtrace_scatter(rep: pd.DataFrame, path) -> Path:
     "AuthTrace Fig. 4: ER-AC and EP-AC over system x bin cells of Table 1, with r and a Fisher-z 95% CI over the cells."
     t = authtrace_by_bin(rep)
@@ -56,7 +56,7 @@ def fig_authtrace_scatter(rep: pd.DataFrame, path) -> Path:
     return fig_scatter(t.dropna(subset=["er_all"]), pairs, bins, path,
                        _setting_line("authtrace", ["Table 1"]) + " r over system x bin cells; CI: Fisher z over cells (not the paper's question bootstrap).", FORMATS)
 
-
+# %% ../../../nbs/24b_paper_figures.ipynb #6014948a
 def fig_wgb_graph_stats(rep: pd.DataFrame, path, paper: str = "wildgraphbench") -> Path:
     "WildGraphBench Fig. 4 / Table 4: nodes, edges, max degree and average degree (2 x edges / nodes, computed) per dataset."
     plt, sns = _plt()
@@ -71,7 +71,7 @@ def fig_wgb_graph_stats(rep: pd.DataFrame, path, paper: str = "wildgraphbench") 
     fig.suptitle("Graph statistics of the LightRAG-built graphs", fontsize=10)
     return _save(fig, path, _setting_line(paper, ["Table 4", "Fig. 4"]) + " Table 4's 'Degrees' column read as edges.", FORMATS)
 
-
+# %% ../../../nbs/24b_paper_figures.ipynb #3e07db7c
 def fig_wgb_domain_heatmaps(rep: pd.DataFrame, path, paper: str = "wildgraphbench",
                             metrics: Sequence[str] = ("avg_acc", "single_fact_acc", "multi_fact_acc", "summary_f1")) -> Path:
     "WildGraphBench per-domain tables as heatmaps: method x domain, one panel per metric."
@@ -103,7 +103,7 @@ def fig_graal_hit_vs_sentences(rep: pd.DataFrame, path, lab: pd.DataFrame | None
     ax.legend(fontsize=7)
     return _save(fig, path, _setting_line("graal", ["Table 1"]) + (" Lab points: outputs/tables/graal_table1.csv." if lab is not None else ""), FORMATS)
 
-
+# %% ../../../nbs/24b_paper_figures.ipynb #06d29c94
 def fig_graphrag_bench_by_type(rep: pd.DataFrame, path, model: str = "GPT-4o-mini") -> Path:
     "GraphRAG-Bench Tables 4 / 5: accuracy, R and AR by question type, one heatmap each (method x type)."
     plt, sns = _plt()
@@ -117,7 +117,7 @@ def fig_graphrag_bench_by_type(rep: pd.DataFrame, path, model: str = "GPT-4o-min
         ax.set_title(f"{m} by question type ({tab})", fontsize=9); ax.set_xlabel(""); ax.set_ylabel(""); ax.tick_params(labelsize=7)
     return _save(fig, path, _setting_line("graphrag_bench", ["Tables 4", "5"]) + f" Model {model}.", FORMATS)
 
-
+# %% ../../../nbs/24b_paper_figures.ipynb #193ffa07
 FIGURES = {"authtrace_fan_in_degradation": fig_authtrace_degradation, "authtrace_er_ep_ac_scatter": fig_authtrace_scatter,
            "wildgraphbench_graph_stats": fig_wgb_graph_stats, "wildgraphbench_domain_heatmaps": fig_wgb_domain_heatmaps,
            "graal_hit_vs_sentences": fig_graal_hit_vs_sentences, "graphrag_bench_by_type": fig_graphrag_bench_by_type}

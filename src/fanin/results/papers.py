@@ -33,7 +33,7 @@ _TABLE = re.compile(r"^(table|fig)[0-9A-Za-z.]+$")
 class ReportedError(ValueError):
     "A malformed reported-table file: the message names file, line, field and value, and what to do."
 
-
+# %% ../../../nbs/24_papers.ipynb #d90381e8
 def parse_setting(s: str) -> dict[str, str]:
     "`'domain=culture;qtype=summary'` -> `{'domain': 'culture', 'qtype': 'summary'}`."
     out = {}
@@ -43,11 +43,11 @@ def parse_setting(s: str) -> dict[str, str]:
         out[k] = v
     return out
 
-
+# %% ../../../nbs/24_papers.ipynb #f7c3de1f
 def _decimals(v: str) -> int:
     return len(v.split(".")[1]) if "." in v else 0
 
-
+# %% ../../../nbs/24_papers.ipynb #752739e2
 def read_reported(path) -> pd.DataFrame:
     "One reported table as a long frame (the file's `# key: value` header in `.attrs['header']`), validated row by row."
     path = Path(path)
@@ -95,7 +95,7 @@ def reported_files(root=None) -> list[Path]:
     "The reported-table files, sorted."
     return sorted(resolve_path(root or REPORTED_DIR).glob("*.csv"))
 
-
+# %% ../../../nbs/24_papers.ipynb #9b5e1ec5
 def load_reported(paper: str | None = None, table: str | None = None, root=None) -> pd.DataFrame:
     "All reported tables (or one paper's, or one table) as one long frame with `file` and `decimals` columns."
     frames = []
@@ -106,14 +106,14 @@ def load_reported(paper: str | None = None, table: str | None = None, root=None)
     if not frames: raise FileNotFoundError(f"no reported table for paper={paper!r} table={table!r} under {resolve_path(root or REPORTED_DIR)}")
     return pd.concat(frames, ignore_index=True)
 
-
+# %% ../../../nbs/24_papers.ipynb #4a83659d
 def reported_index(root=None) -> pd.DataFrame:
     "One row per file: paper, table, rows, what it transcribes and from where."
     return pd.DataFrame([{"file": f.name, "paper": d.paper.iloc[0], "table": d.table.iloc[0], "rows": len(d),
                           "title": d.attrs["header"].get("table", ""), "source": d.attrs["header"].get("source", "")}
                          for f in reported_files(root) for d in [read_reported(f)]])
 
-
+# %% ../../../nbs/24_papers.ipynb #a2b22ba1
 def select(df: pd.DataFrame, method: str | None = None, metric: str | Sequence[str] | None = None, **setting) -> pd.DataFrame:
     "Rows whose setting contains every `key=value` given (and the method / metric where given)."
     m = pd.Series(True, index=df.index)
@@ -123,7 +123,7 @@ def select(df: pd.DataFrame, method: str | None = None, metric: str | Sequence[s
         m &= df.setting.map(lambda s: parse_setting(s).get(k) == str(v))
     return df[m]
 
-
+# %% ../../../nbs/24_papers.ipynb #68c375e0
 def wide(df: pd.DataFrame, columns: str = "metric", index: Sequence[str] = ("method", "setting")) -> pd.DataFrame:
     "The long frame pivoted back to the paper's layout (first value per cell)."
     return df.pivot_table(index=list(index), columns=columns, values="value", aggfunc="first", sort=False)

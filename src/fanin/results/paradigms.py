@@ -40,7 +40,7 @@ __all__ = ['KINDS', 'unit_kind', 'system_declaration', 'declared_paradigms', 'ru
 def _system_dir(root=None) -> Path:
     return Path(root) / "configs" / "system" if root is not None else config_dir() / "system"
 
-
+# %% ../../../nbs/31_paradigms.ipynb #87491e7b
 def system_declaration(name: str, root=None) -> dict:
     """`configs/system/<name>.yaml` as written, over the configs of the group its `defaults` list names (Hydra's order: the
     defaults, then the file itself); unresolved. What the file declares (its `_target_`, `paradigm`, `peer`), without composing a run."""
@@ -52,7 +52,7 @@ def system_declaration(name: str, root=None) -> dict:
         if isinstance(d, str) and d != "_self_" and "/" not in d and "@" not in d: out.update(system_declaration(d, root))
     return {**out, **{k: v for k, v in own.items() if k != "defaults"}}
 
-
+# %% ../../../nbs/31_paradigms.ipynb #38a98a6f
 def _is_peer(target) -> bool:
     import importlib
     from fanin.systems.peers import PeerSystem
@@ -61,7 +61,7 @@ def _is_peer(target) -> bool:
     except (ImportError, AttributeError, ValueError): return False
     return isinstance(obj, type) and issubclass(obj, PeerSystem)
 
-
+# %% ../../../nbs/31_paradigms.ipynb #bf8d50af
 def declared_paradigms(root=None) -> dict[str, tuple[str, tuple[str, ...]]]:
     """`{paradigm: (the lab's system, the peers that implement it in their original package)}`, from the `paradigm:` key of every
     `configs/system/*.yaml`; paradigms and peers by name. A paradigm without exactly one lab system is a ConfigError naming them."""
@@ -79,7 +79,7 @@ def declared_paradigms(root=None) -> dict[str, tuple[str, tuple[str, ...]]]:
         out[p] = (lab[p][0], tuple(sorted(peers.get(p, []))))
     return out
 
-
+# %% ../../../nbs/31_paradigms.ipynb #6c5a46cd
 def __getattr__(name: str):
     "`PARADIGMS`: `declared_paradigms()` of the checkout, read from the system configs each time it is read."
     if name == "PARADIGMS": return declared_paradigms()
@@ -93,7 +93,7 @@ def run_llm(manifest: dict) -> str:
     if llm.get("server") and (llm["server"].get("requantize")): model = f"{model}@{llm['server']['requantize']}"
     return f"{llm.get('provider', '?')}:{model}"
 
-
+# %% ../../../nbs/31_paradigms.ipynb #14b2246e
 def _runs(folders) -> dict[str, tuple[Path, dict]]:
     from fanin.run.components import read_manifest
     out = {}
@@ -105,18 +105,18 @@ def _runs(folders) -> dict[str, tuple[Path, dict]]:
         out[man["system"]] = (f, man)
     return out
 
-
+# %% ../../../nbs/31_paradigms.ipynb #78d2e934
 def _failed_build(folder: Path) -> dict:
     "The recorded failed index builds of a run folder that has no metrics (`fanin.run.pipeline.index_failures`), by domain."
     from fanin.run.build_failures import index_failures
     return {} if (Path(folder) / "metrics.csv").exists() else index_failures(folder)
 
-
+# %% ../../../nbs/31_paradigms.ipynb #dd657ee2
 def _domains(folder: Path, man: dict) -> tuple[str, ...]:
     "The domains a run indexed, or tried to: those of its finished indexes, else those of its failed builds."
     return tuple(sorted(_failed_build(folder) or (man.get("index") or {})))
 
-
+# %% ../../../nbs/31_paradigms.ipynb #dd13f42e
 def _check_same(paradigm: str, runs: dict) -> None:
     "Stop when the runs of one paradigm differ in domains or LLM: that table would compare settings, not systems."
     for what, of in (("domains", _domains), ("LLM", lambda f, m: run_llm(m))):
@@ -125,7 +125,7 @@ def _check_same(paradigm: str, runs: dict) -> None:
             raise ValueError(f"paradigm {paradigm!r}: its systems ran with different {what} ({'; '.join(f'{s}: {v}' for s, v in seen.items())}); "
                              f"run them in one experiment (e.g. `fanin run experiment=peers`) so the table compares systems, not settings")
 
-
+# %% ../../../nbs/31_paradigms.ipynb #e12577fe
 def _index_costs(system: str, folder: Path, man: dict) -> dict:
     from fanin.results.experiments import cost_table
     c = cost_table([folder])
@@ -141,7 +141,7 @@ def _index_costs(system: str, folder: Path, man: dict) -> dict:
            "index_bytes": total("index_bytes"), "units_indexed": total("units"), **st}
     return row
 
-
+# %% ../../../nbs/31_paradigms.ipynb #332bc581
 def paradigm_table(folders, bins=None, paradigms=None) -> pd.DataFrame:
     """One frame of every paradigm: a row per (paradigm, system, fan-in bin) and an `all` row per system, with ER / EP / hit,
     pack units / chars / documents, retrieval latency p50, the failed questions, and the system's index cost (the same on

@@ -30,7 +30,7 @@ class IndexBuildFailed(RuntimeError):
         super().__init__(f"index {record['system']} on {record['domain']} failed: {record['error'].splitlines()[0][:600]} "
                          f"(recorded in {Path(record['folder']) / INDEX_FAILURES}; the next run retries it{log})")
 
-
+# %% ../../../nbs/06b_build_failures.ipynb #cc73c976
 def index_failures(folder) -> dict[str, dict]:
     "The failed index builds a run folder records, by domain (empty when none, or when the record file is unfinished)."
     f = Path(folder) / INDEX_FAILURES
@@ -39,13 +39,13 @@ def index_failures(folder) -> dict[str, dict]:
     except (ValueError, UnicodeDecodeError) as e: quarantine(f, str(e)[:120], "index failure record"); return {}
     return recs if isinstance(recs, dict) else {}
 
-
+# %% ../../../nbs/06b_build_failures.ipynb #39e54058
 def _write_index_failures(folder, recs: dict):
     f = Path(folder) / INDEX_FAILURES
     if not recs: f.unlink(missing_ok=True); completion_record(f).unlink(missing_ok=True); return
     atomic_write(f, json.dumps(recs, indent=1, default=str))
 
-
+# %% ../../../nbs/06b_build_failures.ipynb #52013a9d
 def record_index_failure(folder, system, domain: str, error: BaseException, llm=None, before=None, seconds=None) -> dict:
     """Record in `folder` that `system`'s build on `domain` failed: the error (secrets redacted), how long the build ran, what it
     cost the LLM until then (the fields of a finished index's `index.json`), and the system's context (a peer's package, version, log)."""
@@ -58,11 +58,10 @@ def record_index_failure(folder, system, domain: str, error: BaseException, llm=
     _write_index_failures(folder, {**index_failures(folder), domain: rec})
     return rec
 
-
+# %% ../../../nbs/06b_build_failures.ipynb #0ec95d7c
 def clear_index_failure(folder, domain: str):
     "A build of `domain` succeeded: the failure recorded for it earlier, if any, is healed."
     recs = index_failures(folder)
     if domain in recs:
         recs.pop(domain)
         _write_index_failures(folder, recs)
-

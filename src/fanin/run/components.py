@@ -39,30 +39,30 @@ def load_dataset(cfg: DictConfig):
                           f"(dataset, commit, qa_sha1, domains, clean)")
     return ds
 
-
+# %% ../../../nbs/06a_components.ipynb #5fc4f61e
 def make_system(cfg: DictConfig):
     "The system the config names (its `_target_`), with any embedder it declares; it must be a `fanin.systems.flat.System`."
     from fanin.systems.flat import System
     return instantiate(cfg.system, expect=System)
 
-
+# %% ../../../nbs/06a_components.ipynb #90d93c51
 def make_judge(node: DictConfig):
     "An answer judge (`fanin.judging.judges.Judge`: declares `kind`, llm or proxy)."
     from fanin.judging.judges import Judge
     return instantiate(node, expect=Judge)
 
-
+# %% ../../../nbs/06a_components.ipynb #da68fa3a
 def make_evidence_judge(node: DictConfig):
     "An evidence judge (`fanin.judging.evidence.EvidenceJudge`: declares `kind`, llm or deterministic)."
     from fanin.judging.evidence import EvidenceJudge
     return instantiate(node, expect=EvidenceJudge)
 
-
+# %% ../../../nbs/06a_components.ipynb #473a2d0a
 def index_store(cfg: DictConfig, domain: str) -> Path:
     "Where a system's index over one domain's corpus lives: keyed by dataset, domain, system name and config hash."
     return resolve_path(cfg.paths.index) / cfg.dataset.name / domain / f"{cfg.system.name}-{system_hash(cfg)}"
 
-
+# %% ../../../nbs/06a_components.ipynb #8010c3d5
 def run_dir(cfg: DictConfig, ds) -> Path:
     return resolve_path(cfg.paths.outputs) / cfg.experiment_name / run_key(cfg, ds.domains, ds.all_domains)
 
@@ -79,7 +79,7 @@ def git_commit() -> str:
         return r.stdout.strip() + ("+dirty" if dirty else "") if r.returncode == 0 else "unknown"
     except Exception: return "unknown"
 
-
+# %% ../../../nbs/06a_components.ipynb #f1cba702
 def versions() -> dict:
     out = {"python": platform.python_version()}
     for p in PACKAGES:
@@ -87,7 +87,7 @@ def versions() -> dict:
         except metadata.PackageNotFoundError: pass
     return out
 
-
+# %% ../../../nbs/06a_components.ipynb #af885e8b
 def write_manifest(folder: Path, **fields):
     """Add `fields` to `folder`'s manifest.json (atomically, with its completion record). An unfinished manifest (cut, changed,
     or without its record) is moved aside with one line saying why; this run writes every field it knows again."""
@@ -100,7 +100,7 @@ def write_manifest(folder: Path, **fields):
     atomic_write(f, json.dumps(old, indent=1, default=str))
     return old
 
-
+# %% ../../../nbs/06a_components.ipynb #924e6134
 def read_manifest(folder: Path) -> dict:
     "A finished run's (or answer folder's) manifest; an unfinished one is a `DamagedFile` naming the repair."
     f = Path(folder) / "manifest.json"
@@ -120,7 +120,7 @@ def write_records(path, records) -> Path:
         if z is not None: z.close()   # writes the gzip trailer into the temporary file, which stays open
     return path
 
-
+# %% ../../../nbs/06a_components.ipynb #6b0753a9
 _PACKS_FIX = ("rerun the retrieve stage with the same overrides (`fanin run … --stages retrieve`): it moves the file aside "
               "and retrieves its packs again")
 
@@ -136,10 +136,10 @@ def read_packs(folder: Path) -> list[Pack]:
     except (EOFError, OSError, ValueError, UnicodeDecodeError, RecordError) as e:   # gzip garbage, a damaged record
         raise DamagedFile(f, f"{type(e).__name__}: {str(e)[:200]}", _PACKS_FIX) from None
 
-
+# %% ../../../nbs/06a_components.ipynb #047833e3
 def _slug(s: str) -> str: return re.sub(r"[^A-Za-z0-9.]+", "-", s.split("/")[-1]).strip("-")
 
-
+# %% ../../../nbs/06a_components.ipynb #b69b9d76
 def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
     "Where one (packs, reader, reader model, prompt version, sample)'s answers live: `<run>/answers-<reader>-<model>-<hash>/`."
     ident = {"reader": reader.setting(), "llm": llm.setting() if reader.needs_llm else None, "sample": OmegaConf.to_container(cfg.answer, resolve=True)}
@@ -147,7 +147,7 @@ def answer_folder(cfg: DictConfig, folder: Path, llm, reader) -> Path:
     if ident["sample"].get("domains") is None: ident["sample"].pop("domains", None)   # an unset sample filter does not enter the key
     return folder / f"answers-{reader.name}-{_slug(reader.answer_model(llm))}-{config_hash(ident)}"
 
-
+# %% ../../../nbs/06a_components.ipynb #bb609e84
 def judgment_folder(answers: Path, judge, llm) -> Path:
     "Where one (answers, judge, judge model, prompt versions)'s judgments live: `<answers>/judged-<judge>-<model>-<hash>/`."
     model = llm.setting() if judge.kind == "llm" else None

@@ -48,12 +48,12 @@ def _progress(cfg, it, **kw):
     from tqdm.auto import tqdm
     return tqdm(it, **kw)
 
-
+# %% ../../../nbs/07_pipeline.ipynb #7dd7dc40
 def wait_for_lock(cfg: DictConfig) -> bool:
     "`integrity.wait_for_lock` (default true): wait for another process working on the same folder, or stop at once."
     return bool((cfg.get("integrity") or {}).get("wait_for_lock", True))
 
-
+# %% ../../../nbs/07_pipeline.ipynb #f38d2ecb
 def integrity_policy(cfg: DictConfig) -> str:
     "`integrity.on_change`: what a stage does with outputs made from other inputs (`recompute`, the default, or `refuse`)."
     return (cfg.get("integrity") or {}).get("on_change", "recompute")
@@ -66,7 +66,7 @@ def index_inputs(cfg: DictConfig, system, corpus, llm=None) -> dict:
     if system.needs_llm: out["llm"] = llm_identity(llm)
     return out
 
-
+# %% ../../../nbs/07_pipeline.ipynb #b5caa298
 def run_inputs(cfg: DictConfig, ds, system=None) -> dict:
     """What a run folder's packs (and so everything after them) are made from: the questions and the pages of its domains,
     the code, the system's configuration and k, and the model files the system loads."""
@@ -264,12 +264,12 @@ def answer_sample(cfg: DictConfig, ds) -> list:
 class StageFailed(RuntimeError):
     "A stage wrote what succeeded, but more of its records failed than `answer.max_failed_share` allows: the run must not count as done."
 
-
+# %% ../../../nbs/07_pipeline.ipynb #8e6e4398
 def _topic(ds, domain):
     try: return f"{ds.topic_dir(domain).name} ({domain})"
     except Exception: return domain
 
-
+# %% ../../../nbs/07_pipeline.ipynb #246344f7
 def _check_failures(cfg, what: str, rows, where: Path):
     "Raise StageFailed when the failed share of `rows` passes `answer.max_failed_share` (default 0: any failure)."
     allowed = float((cfg.get("answer") or {}).get("max_failed_share", 0.0))
@@ -366,7 +366,7 @@ def group_node(group: str, name: str, setting: str) -> DictConfig:
         raise ConfigError(f"{setting}: unknown {group} {name!r}; available: {', '.join(have)}")
     return OmegaConf.load(f)
 
-
+# %% ../../../nbs/07_pipeline.ipynb #7be234f7
 def evidence_judge_nodes(cfg: DictConfig) -> list[DictConfig]:
     "The evidence-judge configs `evidence.judges` names (configs/evidence_judge/<name>.yaml)."
     return [group_node("evidence_judge", n, "evidence.judges") for n in (cfg.get("evidence") or {}).get("judges") or ["document"]]
@@ -419,7 +419,7 @@ def needs_llm(cfg: DictConfig, stages: Sequence[str], role: str) -> bool:
     if role == "judge": return "judge" in stages and any(make_judge(n).kind == "llm" for n in judge_nodes(cfg))
     return "evidence" in stages and any(make_evidence_judge(n).kind == "llm" for n in evidence_judge_nodes(cfg))
 
-
+# %% ../../../nbs/07_pipeline.ipynb #63d82fb0
 def require_context(cfg: DictConfig, stages: Sequence[str], role: str, llm: LLM) -> None:
     "Before any work: the reader or an LLM evidence judge must know its model's window (the server asked first), else stop with the fix."
     sized = ("answer" in stages and not cfg.reader.get("evidence_tokens")) if role == "reader" else role == "llm" and \
@@ -431,7 +431,7 @@ def require_context(cfg: DictConfig, stages: Sequence[str], role: str, llm: LLM)
     raise ConfigError(f"{node}.context_tokens: the context window of {llm.model!r} is unknown (not configured, not reported by "
                       f"{llm.endpoint}, not in configs/context_windows.yaml); set {node}.context_tokens=<its window>, e.g. 32768")
 
-
+# %% ../../../nbs/07_pipeline.ipynb #e86c7719
 def needs_llm_server(cfg: DictConfig, stages: Sequence[str]) -> bool:
     "True when a stage will call an LLM: answering, judging with an LLM judge, or an LLM evidence judge."
     return any(needs_llm(cfg, stages, r) for r in ROLES)
@@ -504,7 +504,7 @@ def _index_only(s: RunState):
     "Build (or load) every domain's index without retrieving (`--stages index`)."
     write_manifest(s.folder, index={d: stage_index(s.cfg, s.ds, d, s.llm, s.folder).stats() for d in s.ds.domains})
 
-
+# %% ../../../nbs/07_pipeline.ipynb #50259339
 def _retrieve(s: RunState):
     "Every question's pack (building or loading the indexes first)."
     write_manifest(s.folder, index=stage_retrieve(s.cfg, s.ds, s.folder, s.llm))
@@ -521,7 +521,7 @@ def _evaluate(s: RunState):
         s.failures.append(f"retrieve {s.cfg.system.name}: {s.summary['failed']} of {len(df)} questions failed (allowed share "
                           f"{allowed:g}; reasons in {s.folder / 'failures.jsonl'}). The packs that succeeded are kept; rerun to retry the failures.")
 
-
+# %% ../../../nbs/07_pipeline.ipynb #33699244
 def _tables(s: RunState):
     "The run's tables, from the metrics this call computed."
     if s.df is not None: stage_tables(s.cfg, s.df, s.folder)
@@ -533,7 +533,7 @@ def _evidence(s: RunState):
     s.summary["evidence"] = {j: {"er": float(g.er.mean()), "ep": float(g.ep.mean()), "failed": int((g.status != "ok").sum())}
                              for j, g in ev.groupby("judge")} if len(ev) else {}
 
-
+# %% ../../../nbs/07_pipeline.ipynb #d73f00ed
 def _answers(s: RunState):
     "The reader's answers and the judges' grades, on the roles' LLMs (started here when the caller gave none)."
     own = not s.llms

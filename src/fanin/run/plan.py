@@ -73,7 +73,7 @@ def light_system(cfg: DictConfig):
     if getattr(get_class(cfg.system._target_), "composite", ()): return None
     return instantiate(cfg.system, **({"embedder": None} if "embedder" in cfg.system else {}))
 
-
+# %% ../../../nbs/10b_plan.ipynb #3cec50a2
 def index_state(cfg: DictConfig, store: Path, corpus) -> str:
     "`built` (the pipeline loads it), or why it will be built: `missing`, `stale: <inputs> changed`, `failed LLM calls`."
     if not (store / "index.json").exists(): return "missing"
@@ -88,7 +88,7 @@ def unit_texts(system, corpus) -> list[str]:
     "The unit texts a system's build cuts `corpus` into, as it declares them (`System.plan_chunks`); [] without chunks."
     return system.plan_chunks(corpus) if system is not None else []
 
-
+# %% ../../../nbs/10b_plan.ipynb #fc15f1d1
 def window_texts(system, corpus) -> list[str]:
     "The texts a system's build embeds that are known before it runs, as it declares them (`System.plan_index`, exact windows)."
     from fanin.systems.flat import WorkLog
@@ -170,7 +170,7 @@ def _windows(self: Planner, stage, system_name, domain, cfg, texts, basis="exact
     rate = embed_rate(resolve_path(cfg.paths.outputs), name, self.rates_given["windows_per_s"], self.bench)
     self.add(stage, system_name, domain, "embed", name, len(keys), cached, 0, 0, basis, rate)
 
-
+# %% ../../../nbs/10b_plan.ipynb #8100ffcc
 def embedder_name(node: DictConfig) -> str:
     "The embedding cache's name for the configured embedder, without loading it (`cache_name` of its class)."
     from hydra.utils import get_class
@@ -199,7 +199,7 @@ def _index(self: Planner, cfg: DictConfig, domain: str, label: str | None = None
     if len(self.rows) == before:   # planned, and nothing to compute: said, so every system of the run shows in the plan
         self.add("index", name, domain, "none", "", 0, 0, basis="no model work (as the system declares)")
 
-
+# %% ../../../nbs/10b_plan.ipynb #e1d6b87f
 def _parse(self: Planner, name: str, domain: str, system, corpus):
     "A row for the spaCy parse an entity-graph build makes (shared: one cache file per corpus and settings)."
     from fanin.models.nlp import corpus_key, text_blocks
@@ -219,7 +219,7 @@ def _standin(corpus, chars: int) -> str:
     text = " ".join(d.text for d in list(corpus)[len(corpus) // 2:][:50])
     return text[:chars] if len(text) >= chars else (text * (chars // max(1, len(text)) + 1))[:chars]
 
-
+# %% ../../../nbs/10b_plan.ipynb #a3bf4e2e
 class Work:
     """What one system declares it will do over one domain at one stage (`System.plan_index`, `plan_queries`), turned into plan
     rows: `windows` to embed, a spaCy `parse`, LLM calls asked exactly (`ask_each`) or up to a configured bound (`ask_upto`, on
@@ -288,7 +288,7 @@ def _packs(self: Planner, cfg: DictConfig) -> dict | None:
     if any(old.get(k) != v for k, v in now.items()): return None
     return {p.instance_id: p for p in read_packs(folder)}
 
-
+# %% ../../../nbs/10b_plan.ipynb #38570a3a
 def _standin_pack(self: Planner, cfg: DictConfig, system, inst):
     "A pack like the one the system would return for `inst` (see above); (pack, exact)."
     from fanin.core.schema import Pack, Unit
@@ -340,7 +340,7 @@ def _evidence(self: Planner, cfg: DictConfig, packs: dict | None):
         for j in judges: j.judge(pack, inst, dry, texts=self.ds.corpus(inst.domain))
     self._flush(dry)
 
-
+# %% ../../../nbs/10b_plan.ipynb #1f717a6e
 def _reader(self: Planner, cfg: DictConfig):
     "The reader the answer stage uses (asked for a rationale when a judge of the run grades one)."
     from fanin.run.components import make_judge
@@ -371,7 +371,7 @@ def _answer(self: Planner, cfg: DictConfig, packs: dict | None) -> list:
     self._flush(dry)
     return out
 
-
+# %% ../../../nbs/10b_plan.ipynb #299fc9e6
 def _judge(self: Planner, cfg: DictConfig, answers: list):
     "The LLM answer judges over the answers, and each LLM judge's agreement check on its labelled cases (once a judge and model)."
     from fanin.run.components import make_judge
@@ -402,7 +402,7 @@ def _existing_answers(self: Planner, cfg: DictConfig) -> list:
     self.notes.append(f"{cfg.system.name}: no answers at {f} to judge; the judge stage would stop there")
     return []
 
-
+# %% ../../../nbs/10b_plan.ipynb #af03cc4f
 def _run(self: Planner) -> "Plan":
     "Plan every system of the configuration through the stages, in the pipeline's order (`fanin generate`'s questions first)."
     if "generate" in self.stages: self.generate()
@@ -417,6 +417,7 @@ def _run(self: Planner) -> "Plan":
         if "diagnose" in self.stages: self.retrieve(cfg, packs, "diagnose")   # its LLM calls replay the retrieval's from the cache
     return Plan(pd.DataFrame(self.rows, columns=PLAN_COLUMNS), self.notes, self.overrides, self.stages)
 
+# %% ../../../nbs/10b_plan.ipynb #9f4f5721
 def _generate(self: Planner):
     "`fanin generate`'s calls on the configured `llm` (`QuestionGenerator.plan`): an upper bound, every candidate checked."
     from fanin.run.question_gen import QuestionGenerator, counts_of
@@ -488,12 +489,13 @@ def _render(self: Plan) -> str:
     lines += [f"note: {n}" for n in dict.fromkeys(self.notes)]
     return "\n".join(lines)
 
-
+# %% ../../../nbs/10b_plan.ipynb #ba70f3e0
 def _to_dict(self: Plan) -> dict:
     return {"overrides": self.overrides, "stages": self.stages, "to_do": self.to_do, "seconds": self.seconds(), "usd": self.usd(),
             "totals": json.loads(self.totals().to_json(orient="records")), "rows": json.loads(self.rows.to_json(orient="records")),
             "notes": list(dict.fromkeys(self.notes)), "made": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
+# %% ../../../nbs/10b_plan.ipynb #64af4fe0
 Plan.render, Plan.to_dict = _render, _to_dict
 
 

@@ -31,7 +31,7 @@ class Rate:
         if self.per_prompt is None: return None
         return prompt * self.per_prompt + completion * (self.per_completion if self.per_completion is not None else self.per_prompt)
 
-
+# %% ../../../nbs/10d_plan_rates.ipynb #60c9cc63
 def bench_rates() -> dict:
     "The lab's bench figures (`configs/plan_rates.yaml`): a rate per LLM model, embedder and the parser, each with its source."
     import yaml
@@ -51,7 +51,7 @@ def cache_records(path) -> pd.DataFrame:
     finally: con.close()
     return pd.DataFrame(rows, columns=cols)
 
-
+# %% ../../../nbs/10d_plan_rates.ipynb #744fb519
 def llm_rate(records: pd.DataFrame, model: str, tokens_per_s: float | None = None, bench: dict | None = None) -> Rate:
     "The rate of `model`: `tokens_per_s` when given; else fitted to its cached replies (at least 4); else the bench figures."
     if tokens_per_s: return Rate(1 / tokens_per_s, 1 / tokens_per_s, f"--tokens-per-s {tokens_per_s:g}")
@@ -81,7 +81,7 @@ def embed_rate(outputs, embedder: str, windows_per_s: float | None = None, bench
     v = ((bench or {}).get("embed") or {}).get(embedder)
     return Rate(1 / v["windows_per_s"], source=v["source"]) if v else Rate(None, source=f"no rate for {embedder}: give --windows-per-s")
 
-
+# %% ../../../nbs/10d_plan_rates.ipynb #bf2780ec
 def parse_rate(nlp_dirs, chars_per_s: float | None = None, bench: dict | None = None) -> Rate:
     "Seconds a character of spaCy parse: given; else from the cached parses' own records in `nlp_dirs`; else the bench figures."
     if chars_per_s: return Rate(1 / chars_per_s, source=f"--chars-per-s {chars_per_s:g}")

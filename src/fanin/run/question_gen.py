@@ -41,10 +41,10 @@ def page_urls(ds, domain: str) -> dict[str, str]:
         out.setdefault(f"{domain}/{page_file_name(r['title'])[:-4]}", r["url"])
     return out
 
-
+# %% ../../../nbs/40_question_gen.ipynb #45ebb2cc
 def _words(text: str) -> set[str]: return set(lexical_tokens(text))
 
-
+# %% ../../../nbs/40_question_gen.ipynb #d0325c4d
 def overlap(a: str, b: str) -> float:
     "Jaccard overlap of two texts' content words."
     x, y = _words(a), _words(b)
@@ -144,7 +144,7 @@ def generate(self: QuestionGenerator, ds, domain: str, log=print) -> list[Candid
         log(f"generate {domain}: {qtype} over {len(pages)} page(s): {out[-1].status}{' (' + out[-1].reason + ')' if out[-1].reason else ''}")
     return out
 
-
+# %% ../../../nbs/40_question_gen.ipynb #18c3070a
 def plan(self: QuestionGenerator, ds, domain: str) -> dict:
     """What `generate` would ask before it asks anything: calls and prompt tokens counted on the filled prompts, completion tokens
     at `max_tokens` (an upper bound), the answerability checks as if every candidate reached them, and the dollars at the price."""
@@ -191,7 +191,7 @@ def counts_of(cfg) -> dict:
     g = cfg.generate
     return {"single-fact": int(g.single), "multi-fact": int(g.multi), "summary": int(g.summary)}
 
-
+# %% ../../../nbs/40_question_gen.ipynb #654ce342
 def generate_main(overrides, out, plan_only: bool = False, log=print):
     """`fanin generate <overrides> --out PATH`: questions over the one domain of the configured dataset through the configured
     `llm` (its cache, ledger and `budget.usd`), as many as `generate.*` says; prints the plan first (as `fanin plan --stages

@@ -28,7 +28,7 @@ UNATTRIBUTED = "(no page)"   # the doc_id of a unit that names no page and carri
 # %% ../../../nbs/39_file_packs.ipynb #bc0cd409
 def _squash(text: str) -> str: return " ".join(str(text).split()).casefold()
 
-
+# %% ../../../nbs/39_file_packs.ipynb #0a210ad7
 @functools.lru_cache(maxsize=8)
 def _parsed(path: str, sha: str, fmt: str) -> tuple[str, list[tuple[int, dict]]]:
     "(format, [(line, record)]) of a pack file, memoised by content: a file read once per process whatever the number of domains."
@@ -73,7 +73,7 @@ def _question(rec: dict, fmt: str):
     if fmt == "benchmark_qed": return rec.get("question_id"), rec.get("text")
     return rec.get("question_id", rec.get("instance_id")), rec.get("question")
 
-
+# %% ../../../nbs/39_file_packs.ipynb #17c52dab
 def _instance_finder(ds):
     """`find(p, n, rec, fmt)`: the run question a record names (by id, else by its text), or a one-line ConfigError naming the
     file and line: no question named, a text several questions share, or a question the run's domains lack."""
@@ -96,7 +96,7 @@ def _instance_finder(ds):
         return inst
     return find
 
-
+# %% ../../../nbs/39_file_packs.ipynb #6558a320
 def _units(p, n: int, rec: dict, fmt: str) -> list[dict]:
     "The units of one record, normalised to {text, doc_ids, score, rank} and put in rank order; a bad unit stops here."
     key = "context" if fmt == "benchmark_qed" else "units"

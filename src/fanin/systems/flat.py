@@ -33,18 +33,18 @@ def dir_bytes(path) -> int:
     if p.is_file(): return p.stat().st_size
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
 
-
+# %% ../../../nbs/05_systems.ipynb #9279e37e
 def write_json(path, obj):
     "Write `obj` as compact JSON, gzip-compressed when `path` ends in `.gz` (atomically, with its completion record)."
     path, data = Path(path), json.dumps(obj, separators=(",", ":")).encode()
     atomic_write(path, gzip.compress(data, compresslevel=5, mtime=0) if path.suffix == ".gz" else data)
 
-
+# %% ../../../nbs/05_systems.ipynb #c7bf3b52
 def _top_files(folder: Path) -> dict[str, int]:
     "The size of every file at the top level of a store (completion records and the peer's working folder aside)."
     return {p.name: p.stat().st_size for p in sorted(Path(folder).iterdir()) if p.is_file() and not p.name.startswith(".")}
 
-
+# %% ../../../nbs/05_systems.ipynb #8f6a0209
 def store_unfinished(store) -> str | None:
     """None when `store` holds a finished index: `index.json` matches its completion record and every file it lists has the
     size it had when the build ended; otherwise why not, in words."""
@@ -57,14 +57,14 @@ def store_unfinished(store) -> str | None:
             return f"{name} is missing" if name not in now else f"{name} is {now[name]} bytes, index.json says {size}: cut or changed after the build"
     return None
 
-
+# %% ../../../nbs/05_systems.ipynb #2fa8e9cc
 def read_json(path):
     "Read what `write_json` wrote."
     path = Path(path)
     data = path.read_bytes()
     return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
 
-
+# %% ../../../nbs/05_systems.ipynb #4ddfac34
 class System:
     "Base class: `index` a corpus (building into a store folder, or loading a finished one), then `retrieve`."
     name = "system"
@@ -236,12 +236,12 @@ class Chunk:
     start: int
     end: int
 
-
+# %% ../../../nbs/05_systems.ipynb #48376e72
 def chunk_corpus(corpus: Corpus, size: int, overlap: int) -> list[Chunk]:
     "Every document cut into chunks of `size` tokens overlapping by `overlap`."
     return [Chunk(d.id, a, b) for d in corpus for a, b in chunk_spans(d.text, size, overlap)]
 
-
+# %% ../../../nbs/05_systems.ipynb #dcabfa85
 class ChunkedSystem(System):
     "A system whose units are fixed-size chunks of the corpus."
     def __init__(self, name=None, chunk_tokens: int = 1200, chunk_overlap: int = 100):
@@ -308,7 +308,7 @@ class ChunkedSystem(System):
                       loss("ranked_out", rank=int(rank[near].min()), closest=self.chunk_text(near[int(np.argmin(rank[near]))])))
         return out
 
-
+# %% ../../../nbs/05_systems.ipynb #9d0254a5
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     "Indices and scores of the k best, best first; ties broken by index (deterministic)."
     k = min(k, len(scores))
@@ -351,7 +351,7 @@ class Bm25sScorer:
         q = [t for t in query if t in self.idf]
         return np.asarray(self.model.get_scores(q), dtype=np.float64) if q else np.zeros(self.n)
 
-
+# %% ../../../nbs/05_systems.ipynb #8524ef08
 def bm25_from_tokens(tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, backend: str = "bm25s", method: str = "okapi"):
     """Okapi BM25 over tokenised units (None when there are none), built the same way at index and at load time: bm25s (the
     default: sparse matrices, rank-bm25's scores with `method="okapi"`) or rank-bm25's BM25Okapi (`backend="rank_bm25"`, the
@@ -362,17 +362,17 @@ def bm25_from_tokens(tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, 
     from rank_bm25 import BM25Okapi
     return BM25Okapi(tokens, k1=k1, b=b)
 
-
+# %% ../../../nbs/05_systems.ipynb #16fba847
 def save_bm25(path, tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, backend: str = "bm25s", method: str = "okapi"):
     "A BM25 index as data: the tokenised units and the parameters (gzip JSON); `load_bm25` rebuilds the same scorer from it."
     write_json(path, {"k1": k1, "b": b, "backend": backend, "method": method, "tokens": tokens})
 
-
+# %% ../../../nbs/05_systems.ipynb #60513f53
 def load_bm25(path):
     d = read_json(path)
     return bm25_from_tokens(d["tokens"], d["k1"], d["b"], d.get("backend", "rank_bm25"), d.get("method", "lucene"))   # an index written before these fields existed
 
-
+# %% ../../../nbs/05_systems.ipynb #f51a1144
 class BM25System(ChunkedSystem):
     "Okapi BM25 over chunks, on bm25s's sparse matrices (default) or rank-bm25 (`backend=rank_bm25`, the papers' library)."
     name = "bm25"
@@ -422,7 +422,7 @@ def _search_one_thread(index, q, k):
     try: return index.search(q, k)
     finally: faiss.omp_set_num_threads(n)
 
-
+# %% ../../../nbs/05_systems.ipynb #f6a9d312
 ANN_KINDS = ("ivf", "hnsw")
 
 
@@ -449,7 +449,7 @@ def window_index(vecs: np.ndarray, dim: int, ann: dict | None = None):
     if n: index.add(vecs)
     return tune_search(index, ann)
 
-
+# %% ../../../nbs/05_systems.ipynb #6f3aadf1
 def tune_search(index, ann: dict | None):
     "Set an approximate index's search breadth from `ann` (`nprobe` for IVF, `ef_search` for HNSW; an index file keeps neither reliably)."
     import faiss
@@ -458,13 +458,13 @@ def tune_search(index, ann: dict | None):
     if isinstance(index, faiss.IndexHNSW): index.hnsw.efSearch = int(ann.get("ef_search", 128))
     return index
 
-
+# %% ../../../nbs/05_systems.ipynb #6530ffd5
 def index_kind(index) -> str:
     "`exact`, `ivf` or `hnsw`: what a window index is, for the index card."
     import faiss
     return "ivf" if isinstance(index, faiss.IndexIVF) else "hnsw" if isinstance(index, faiss.IndexHNSW) else "exact"
 
-
+# %% ../../../nbs/05_systems.ipynb #6817b633
 class DenseSystem(ChunkedSystem):
     """Dense flat retrieval: chunks scored by the best inner product of their embedded windows (faiss: exact `IndexFlatIP`, or
     past `ann.min_windows` windows an approximate index, `window_index`)."""
@@ -605,7 +605,7 @@ class LongContextSystem(System):
         return {d: loss("not_indexed", f"the fixed slice ends at {self.budget_chars:,} characters before this page" if d not in held
                         else "the budget cut the page before any of its wording") for d in docs}
 
-
+# %% ../../../nbs/05_systems.ipynb #92265611
 class OracleSystem(System):
     "The gold documents themselves (needs the instance)."
     name = "oracle"
@@ -627,7 +627,7 @@ class OracleSystem(System):
         "The pack is the gold pages themselves: one it misses has no wording to carry."
         return {d: loss("not_indexed", "the page has no wording a unit could carry") for d in docs}
 
-
+# %% ../../../nbs/05_systems.ipynb #34a0375a
 class ClosedBookSystem(System):
     "No evidence at all: the empty pack."
     name = "closed_book"

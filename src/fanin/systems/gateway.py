@@ -36,7 +36,7 @@ class BadRequest(ValueError):
         super().__init__(message)
         self.param = param
 
-
+# %% ../../../nbs/29_gateway.ipynb #a4abd442
 SAMPLING_PARAMS = ("temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty")
 _REFUSED = {"tools": "tool calls", "functions": "function calls", "logprobs": "log-probabilities", "top_logprobs": "log-probabilities"}
 
@@ -55,7 +55,7 @@ def _text(content, i: int) -> str:
         return "".join(out)
     raise BadRequest(f"messages[{i}].content must be a string or a list of text parts", "messages")
 
-
+# %% ../../../nbs/29_gateway.ipynb #9509fa8d
 def chat_arguments(body: dict, max_tokens: int | None = None) -> dict:
     """The keyword arguments of `LLM.chat` (messages first) for an OpenAI chat-completions request `body`; `max_tokens` is the
     completion budget of a request that asks none (None: the LLM's own). Raises BadRequest for what cannot be served as asked."""
@@ -103,7 +103,7 @@ def completion(reply: Reply, created: int | None = None) -> dict:
                          "finish_reason": reply.finish_reason or "stop"}],
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
 
-
+# %% ../../../nbs/29_gateway.ipynb #a9da251e
 def stream_events(comp: dict, include_usage: bool = False) -> list[str]:
     "A complete `chat.completion` as server-sent events: the content in one chunk, the finish reason, [usage], `[DONE]`."
     base = {"id": comp["id"], "object": "chat.completion.chunk", "created": comp["created"], "model": comp["model"],
@@ -115,7 +115,7 @@ def stream_events(comp: dict, include_usage: bool = False) -> list[str]:
     if include_usage: chunks.append({**base, "choices": [], "usage": comp["usage"]})
     return [f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
 
-
+# %% ../../../nbs/29_gateway.ipynb #e89d82ef
 def embedding_inputs(body: dict) -> list[str]:
     "The texts of an embeddings request: `input` a string or a non-empty list of strings."
     x = body.get("input") if isinstance(body, dict) else None
@@ -125,7 +125,7 @@ def embedding_inputs(body: dict) -> list[str]:
         raise BadRequest("token-id input is not served: send the texts (the lab's embedder has its own tokenizer)", "input")
     raise BadRequest("`input` must be a string or a non-empty list of strings", "input")
 
-
+# %% ../../../nbs/29_gateway.ipynb #a0224faa
 def embedding_object(vectors: np.ndarray, model: str, tokens: int, encoding_format: str | None = None) -> dict:
     "The embeddings `list` object: floats, or base64 of little-endian float32 rows."
     fmt = encoding_format or "float"
@@ -135,7 +135,7 @@ def embedding_object(vectors: np.ndarray, model: str, tokens: int, encoding_form
     return {"object": "list", "model": model, "usage": {"prompt_tokens": int(tokens), "total_tokens": int(tokens)},
             "data": [{"object": "embedding", "index": i, "embedding": enc(v)} for i, v in enumerate(rows)]}
 
-
+# %% ../../../nbs/29_gateway.ipynb #e87680c1
 def error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict:
     "OpenAI's error shape."
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
@@ -143,7 +143,6 @@ def error_body(message: str, kind: str, param: str | None = None, code: str | No
 
 # `redact` (a secret or anything shaped like an API key replaced) lives in fanin.core.config, beneath every layer that writes text
 from ..core.config import redact
-
 
 # %% ../../../nbs/29_gateway.ipynb #gw10
 GATEWAY_FIELDS = ("chat_requests", "chat_errors", "empty_replies", "embedding_requests", "embedding_texts", "embedding_hits",
@@ -184,9 +183,11 @@ def root(self: Gateway) -> str:
     host = f"[{self.host}]" if ":" in self.host else self.host
     return f"http://{host}:{self.port}"
 
+# %% ../../../nbs/29_gateway.ipynb #34f00cf4
 @patch(as_prop=True)
 def base_url(self: Gateway) -> str: return f"{self.root}/v1"
 
+# %% ../../../nbs/29_gateway.ipynb #c32c75e2
 @patch
 def url_for(self: Gateway, stage: str, system: str = "") -> str:
     "The base URL (ending in /v1) that tags every request made through it with `stage` (and `system`) in the ledger."
@@ -194,21 +195,26 @@ def url_for(self: Gateway, stage: str, system: str = "") -> str:
         if v and not _TAG.match(v): raise ValueError(f"{what} {v!r}: use letters, digits and _.:@+- (at most 100)")
     return self.root + (f"/system/{system}" if system else "") + (f"/stage/{stage}" if stage else "") + "/v1"
 
+# %% ../../../nbs/29_gateway.ipynb #e1be08d3
 @patch
 def env(self: Gateway, stage: str, system: str = "") -> dict[str, str]:
     "Environment variables for a peer's subprocess: the gateway's token as its key and the stage's URL as its base URL."
     url = self.url_for(stage, system)
     return {"OPENAI_API_KEY": self.token, "OPENAI_BASE_URL": url, "OPENAI_API_BASE": url}
 
+# %% ../../../nbs/29_gateway.ipynb #0e243831
 @patch(as_prop=True)
 def chat_model(self: Gateway) -> str: return self.llm.model
 
+# %% ../../../nbs/29_gateway.ipynb #eaf3b20c
 @patch(as_prop=True)
 def embedding_model(self: Gateway) -> str | None: return getattr(self.embedder, "name", None)
 
+# %% ../../../nbs/29_gateway.ipynb #faf8cada
 @patch(as_prop=True)
 def embedding_dim(self: Gateway) -> int | None: return getattr(self.embedder, "dim", None)
 
+# %% ../../../nbs/29_gateway.ipynb #abd417c5
 @patch
 def __repr__(self: Gateway):
     where = self.base_url if self._thread is not None else "not started"
@@ -221,6 +227,7 @@ def _count(self: Gateway, stage: str, system: str, **counts):
         row = self._counts[(stage, system)]
         for k, v in counts.items(): row[k] += v
 
+# %% ../../../nbs/29_gateway.ipynb #47b38608
 @patch
 def stats(self: Gateway) -> dict:
     "The LLM's ledger (`chat`) and the gateway's own counts per stage and system (`gateway`)."
@@ -229,6 +236,7 @@ def stats(self: Gateway) -> dict:
                 for (s, y), r in sorted(self._counts.items())]
     return {"chat": self.llm.ledger.to_dict(), "gateway": rows}
 
+# %% ../../../nbs/29_gateway.ipynb #3d2dfa0d
 @patch
 def usage(self: Gateway, stage: str | None = None, system: str | None = None) -> dict:
     "Ledger fields and gateway counts summed over the rows of `stage` and `system` (None: any)."
@@ -241,6 +249,7 @@ def usage(self: Gateway, stage: str | None = None, system: str | None = None) ->
                 if k not in ("stage", "system"): out[k] = out.get(k, 0) + v
     return out
 
+# %% ../../../nbs/29_gateway.ipynb #bbc61fba
 @patch
 def write(self: Gateway, path) -> Path:
     "`stats()` as JSON."
@@ -254,18 +263,21 @@ def _secrets(self: Gateway) -> list[str]:
     env = getattr(self.llm, "api_key_env", None)
     return [os.environ.get(env, "")] if env else []
 
+# %% ../../../nbs/29_gateway.ipynb #fa67b1e5
 @patch
 def _error(self: Gateway, status: int, message: str, kind: str, param: str | None = None, code: str | None = None, retry: bool | None = None):
     from starlette.responses import JSONResponse
     headers = {} if retry is None else {"x-should-retry": "true" if retry else "false"}
     return JSONResponse(error_body(redact(message, self._secrets()), kind, param, code), status_code=status, headers=headers)
 
+# %% ../../../nbs/29_gateway.ipynb #bb0e9de8
 @patch
 def _authorized(self: Gateway, request) -> bool:
     h = request.headers.get("authorization", "")
     given = h[7:].strip() if h[:7].lower() == "bearer " else request.headers.get("api-key", "")
     return hmac.compare_digest(given.encode(), self.token.encode())
 
+# %% ../../../nbs/29_gateway.ipynb #61a8cdd5
 @patch
 def _tags(self: Gateway, request) -> tuple[str, str]:
     stage = request.headers.get("x-fanin-stage") or request.path_params.get("stage") or self.stage
@@ -274,6 +286,7 @@ def _tags(self: Gateway, request) -> tuple[str, str]:
         if v and not _TAG.match(v): raise BadRequest(f"{what} tag {v[:40]!r}: use letters, digits and _.:@+-", what)
     return stage, system
 
+# %% ../../../nbs/29_gateway.ipynb #3742bf05
 @patch
 async def _guard(self: Gateway, request):
     "(stage, system, body, None) for an authorised request with a JSON body, else (.., .., .., the error response)."
@@ -302,6 +315,7 @@ def _model_list(self: Gateway) -> list[dict]:
                     "dimensions": self.embedding_dim})
     return out
 
+# %% ../../../nbs/29_gateway.ipynb #7793223d
 @patch
 async def _models(self: Gateway, request):
     from starlette.responses import JSONResponse
@@ -326,6 +340,7 @@ def _chat_call(self: Gateway, args: dict, stage: str, system: str) -> Reply:
     with self._upstream:
         return llm.chat(messages, stage=stage, system=system, allow_empty=allow_empty, **kw)
 
+# %% ../../../nbs/29_gateway.ipynb #85695f57
 @patch
 async def _chat(self: Gateway, request):
     from starlette.concurrency import run_in_threadpool
@@ -365,6 +380,7 @@ def _embed(self: Gateway, texts: list[str]) -> tuple[np.ndarray, dict, int]:
         vecs, st = embed_with_cache(self.embedder, texts, self.embedding_cache)
         return vecs, st, int(self.embedder.count_tokens(texts))
 
+# %% ../../../nbs/29_gateway.ipynb #7720d70a
 @patch
 async def _embeddings(self: Gateway, request):
     from starlette.concurrency import run_in_threadpool
@@ -400,6 +416,7 @@ async def _health(self: Gateway, request):
     from starlette.responses import JSONResponse
     return JSONResponse({"ok": True})
 
+# %% ../../../nbs/29_gateway.ipynb #7a02c379
 @patch
 def _make_app(self: Gateway):
     from starlette.applications import Starlette
@@ -447,6 +464,7 @@ def start(self: Gateway) -> "Gateway":
         self.stop(); raise
     return self
 
+# %% ../../../nbs/29_gateway.ipynb #080f71c4
 @patch
 def stop(self: Gateway):
     "Stop serving (requests in flight get two seconds), join the thread, and stop the LLM if the gateway started it."
@@ -465,8 +483,11 @@ def stop(self: Gateway):
             self._owns_llm = False
             self.llm.__exit__(None, None, None)
 
+# %% ../../../nbs/29_gateway.ipynb #7a1504d0
 @patch
 def __enter__(self: Gateway) -> "Gateway": return self.start()
+
+# %% ../../../nbs/29_gateway.ipynb #a03e3371
 @patch
 def __exit__(self: Gateway, *exc): self.stop()
 

@@ -65,7 +65,7 @@ class CoMentionGraph:
         g.add_weighted_edges_from((u, v, len(ss)) for u, nb in self.adj.items() for v, ss in nb.items() if u < v)
         return g
 
-
+# %% ../../../nbs/19_graphs.ipynb #ff97bc6a
 def graph_stats(n_nodes: int, degrees: np.ndarray, n_edges: int, **extra) -> dict:
     """The columns of WildGraphBench Table 4 and GraphRAG-Bench Tables 2-3: nodes, edges, average and max degree,
     the share of isolated nodes and the organisation (share of non-isolated nodes). `degrees` has one entry per node."""
@@ -74,7 +74,7 @@ def graph_stats(n_nodes: int, degrees: np.ndarray, n_edges: int, **extra) -> dic
     return {"nodes": int(n_nodes), "edges": int(n_edges), "avg_degree": float(degrees.mean()) if n_nodes else float("nan"),
             "max_degree": int(degrees.max()) if n_nodes else 0, "isolated_share": isolated, "organization": 1 - isolated, **extra}
 
-
+# %% ../../../nbs/19_graphs.ipynb #9aca003e
 def comention_stats(graph: CoMentionGraph) -> dict:
     "Graph statistics of a co-mention graph; degree counts multi-edges, `distinct_pairs` the entity pairs joined at least once."
     deg = np.zeros(graph.n_vertices, dtype=np.int64)
@@ -89,7 +89,7 @@ def between_vertices(graph: CoMentionGraph, mentioned) -> set[int]:
         for v in graph.adj.get(u, ()): seen[v] += 1
     return {v for v, c in seen.items() if c >= 2}
 
-
+# %% ../../../nbs/19_graphs.ipynb #ac1136d2
 EDGE_READINGS = ("path", "induced")
 
 
@@ -200,7 +200,7 @@ def _page_entities(self: EntityGraphSystem, doc_id: str) -> set[int]:
     named = {int(e) for e in self.parsed.mention_entity[(ms >= ss.start) & (ms < ss.stop)]}
     return named | {e for e, ds in self.pages.items() if doc_id in ds}
 
-
+# %% ../../../nbs/19_graphs.ipynb #cf2e09e6
 @patch
 def _graph_hops(self: EntityGraphSystem, seeds, targets) -> float | None:
     "Edges on the shortest co-mention path from any of `seeds` to any of `targets` (inf: none); None without a graph."
@@ -212,7 +212,7 @@ def _graph_hops(self: EntityGraphSystem, seeds, targets) -> float | None:
         seen |= frontier; dist += 1
     return float("inf")
 
-
+# %% ../../../nbs/19_graphs.ipynb #4e5ad122
 @patch
 def locate(self: EntityGraphSystem, query, docs, instance=None):
     self._need_index()
@@ -237,7 +237,7 @@ def graal_overall(hit_rate: float, avg_sentences: float) -> float:
     c = 100.0 / avg_sentences
     return 2 * hit_rate * c / (hit_rate + c)
 
-
+# %% ../../../nbs/19_graphs.ipynb #da7af3da
 def claim_evidence(system: EntityGraphSystem, instances) -> pd.DataFrame:
     "One row per claim: sentences and documents of Algorithm 2's set, linked entities, hit (all gold documents covered)."
     rows = []
@@ -250,7 +250,7 @@ def claim_evidence(system: EntityGraphSystem, instances) -> pd.DataFrame:
                      "hit": bool(set(inst.gold_docs) <= docs)})
     return pd.DataFrame(rows)
 
-
+# %% ../../../nbs/19_graphs.ipynb #1d6f12f4
 def graal_table1(claims: pd.DataFrame) -> pd.DataFrame:
     "Table 1's layout from `claim_evidence` rows of several methods: method, avg_sentences, avg_documents, hit_rate, overall, claims."
     rows = []

@@ -23,6 +23,10 @@ def rrf(rankings: list[list[int]], weights: list[float] | None = None, rrf_k: fl
             score[int(i)] = score.get(int(i), 0.0) + w / (rrf_k + r)
     return sorted(score.items(), key=lambda x: (-x[1], x[0]))
 
+# %% auto #0
+__all__ = ['FUSIONS', 'rrf', 'fuse', 'HybridSystem']
+
+# %% ../../../nbs/32_hybrid.ipynb #387a6563
 FUSIONS = ("rrf", "convex")
 
 
@@ -31,7 +35,7 @@ def _minmax(scores: np.ndarray) -> np.ndarray:
     lo, hi = float(scores.min()), float(scores.max())
     return (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores)
 
-
+# %% ../../../nbs/32_hybrid.ipynb #210d71a3
 def fuse(bm25: list[tuple[int, float]], dense: list[tuple[int, float]], fusion: str = "rrf", weights=(1.0, 1.0),
          rrf_k: float = 60.0, alpha: float = 0.5) -> list[tuple[int, float]]:
     """The two halves' candidates, each (id, score) best first, fused into one ranking (id, score) best first, ties by id.
@@ -45,10 +49,6 @@ def fuse(bm25: list[tuple[int, float]], dense: list[tuple[int, float]], fusion: 
         for (i, _), v in zip(ranking, _minmax(np.array([s for _, s in ranking], dtype=float))):
             score[int(i)] = score.get(int(i), 0.0) + w * float(v)
     return sorted(score.items(), key=lambda x: (-x[1], x[0]))
-
-
-# %% auto #0
-__all__ = ['FUSIONS', 'rrf', 'fuse', 'HybridSystem']
 
 # %% ../../../nbs/32_hybrid.ipynb #hy05
 class HybridSystem(ChunkedSystem):

@@ -36,7 +36,7 @@ def ask_each(llm, prompt_name: str, fields: list[dict], system: str, stage: str 
             return None, str(e)
     return llm.map(one, fields)
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #fc780603
 def llm_cost(llm, before: dict | None = None) -> dict:
     """What building an index cost in LLM terms, for its `index.json`: requests, server calls this build made, cache hits, and the prompt /
     completion tokens and model seconds the build needs (new + replayed from the cache, so a rebuild from the cache reports the same need)."""
@@ -50,12 +50,12 @@ def llm_cost(llm, before: dict | None = None) -> dict:
             # that survives a rebuild from the cache; index_seconds is this build's wall time)
             "llm_model_seconds": round((d["model_ms"] + d["replayed_model_ms"]) / 1000, 1)}
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #4d0ef96d
 def write_failures(folder, failures: list[dict]):
     if folder is not None and failures:
         (Path(folder) / "failures.jsonl").write_text("".join(json.dumps(x) + "\n" for x in failures))
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #428abf4e
 def embed_texts(embedder, texts: list[str], cache_path=None, stats: dict | None = None) -> np.ndarray:
     "Vectors of `texts` through the embedding cache; `stats` (a system's `embed_stats`) gets this call's counts."
     from fanin.models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
@@ -64,7 +64,7 @@ def embed_texts(embedder, texts: list[str], cache_path=None, stats: dict | None 
     if stats is not None: add_embed_stats(stats, st)
     return np.ascontiguousarray(vecs, dtype=np.float32)
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #e5afac65
 def node_units(texts, docs, idx, scores, meta_fn=lambda i: {}) -> list[Unit]:
     "Units for nodes that may cover several documents (doc_id = the first, `meta['doc_ids']` = all when more than one)."
     out = []
@@ -101,7 +101,7 @@ def soft_clusters(X: np.ndarray, max_clusters: int = 50, reduce_dim: int = 10, t
     # members most firmly in the cluster first: when a summary's input budget cuts the cluster, the core is what gets summarised
     return [sorted(map(int, c), key=lambda i, c=ci: (-P[i, c], i)) for ci, c in enumerate(clusters) if c]
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #17acb909
 class RaptorSystem(ChunkedSystem):
     "RAPTOR: a tree of LLM summaries over soft clusters of chunks, searched as a collapsed tree."
     name = "raptor"
@@ -298,6 +298,7 @@ def _build(self: CommunitySystem, corpus, folder):
     return {"n_units": len(self.chunks), "communities": len(comms), "reports": len(self.reports), "llm_failures": len(failures),
             "graph": comention_stats(self.graph), **llm_cost(self.llm, before)}
 
+# %% ../../../nbs/21_llm_indexes.ipynb #71677cc8
 @patch
 def _chunk_entities(self: CommunitySystem):
     "Entity id -> chunks that mention it."
@@ -306,6 +307,7 @@ def _chunk_entities(self: CommunitySystem):
     for i, es in enumerate(chunk_mentions(self.parsed, self.chunks)):
         for e in es: self.entity_chunks.setdefault(e, set()).add(i)
 
+# %% ../../../nbs/21_llm_indexes.ipynb #89164913
 @patch
 def _load(self: CommunitySystem, folder):
     import faiss
@@ -319,6 +321,7 @@ def _load(self: CommunitySystem, folder):
     self.report_index = faiss.read_index(str(folder / "reports.faiss"))
     self._chunk_entities()
 
+# %% ../../../nbs/21_llm_indexes.ipynb #8e6b2fc7
 @patch
 def _report_unit(self: CommunitySystem, r, score, rank):
     return node_units(self.reports, self.report_docs, [r], [score], lambda i: {"community": self.report_community[i]})[0].model_copy(update={"rank": rank})
@@ -330,6 +333,7 @@ def retrieve(self: CommunitySystem, query, k, instance=None):
     if k <= 0: return []
     return self._local(query, k) if self.mode == "local" else self._global(query, k)
 
+# %% ../../../nbs/21_llm_indexes.ipynb #9d275b01
 @patch
 def _local(self: CommunitySystem, query, k):
     from fanin.models.nlp import link_query
@@ -350,6 +354,7 @@ def _local(self: CommunitySystem, query, k):
     units += self._units(ranked, [score[i] for i in ranked])
     return [u.model_copy(update={"rank": r}) for r, u in enumerate(units, start=1)]
 
+# %% ../../../nbs/21_llm_indexes.ipynb #15c669c3
 @patch
 def _global(self: CommunitySystem, query, k):
     n = self.report_index.ntotal
@@ -368,14 +373,14 @@ def _global(self: CommunitySystem, query, k):
 def _no_chunk(self, docs) -> dict[str, str]:
     return {d: "chunking: no chunk holds the page's wording" for d in docs if not self.chunks_of(d)}
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #deab5da6
 @patch
 def locate(self: RaptorSystem, query, docs, instance=None):
     self._need_index()
     return locate_in_ranking(self.retrieve(query, self.faiss_index.ntotal), docs, self.corpus, _no_chunk(self, docs),
                              "tree: no node that carries its wording is returned")
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #e117fb29
 @patch
 def locate(self: MemorySystem, query, docs, instance=None):
     self._need_index()
@@ -388,7 +393,7 @@ def locate(self: MemorySystem, query, docs, instance=None):
     return locate_in_ranking(self.retrieve(query, max(1, self.faiss_index.ntotal)), docs, self.corpus, gone,
                              "memory: no memory that carries its wording is returned")
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #e5783a3b
 @patch
 def locate(self: CommunitySystem, query, docs, instance=None):
     from fanin.models.nlp import link_query
@@ -431,7 +436,7 @@ def plan_index(self: CommunitySystem, work):
     if self.nlp_cache: work.parse(self)
     work.ask_upto(self.prompt, "texts", self.report_chars, self.max_reports)
 
-
+# %% ../../../nbs/21_llm_indexes.ipynb #48057091
 @patch
 def plan_queries(self: CommunitySystem, work, instances):
     "Global search rates `global_candidates` reports per question with the LLM (an upper bound on stand-in reports)."

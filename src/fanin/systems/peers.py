@@ -33,21 +33,26 @@ class PeerEnvError(RuntimeError):
         super().__init__(f"peer {peer!r}: {message}")
         self.peer = peer
 
+# %% auto #0
+__all__ = ['ENV_MARKER', 'TIKTOKEN_WHEEL', 'TIKTOKEN_FILES', 'PeerEnvError', 'PeerError', 'peers_dir', 'default_envs', 'Lock',
+           'read_lock', 'PeerEnv', 'share_files', 'peer_env', 'tiktoken_cache', 'Endpoint', 'PeerProcess', 'peer_names',
+           'adapter_modes', 'shared_modules', 'PeerSystem']
 
+# %% ../../../nbs/30_peers.ipynb #20ef3289
 class PeerError(RuntimeError):
     "A peer's adapter failed, died or stopped answering; the message carries its error and the tail of its log."
 
-
+# %% ../../../nbs/30_peers.ipynb #6b092956
 def peers_dir(root=None) -> Path:
     "The repository's `peers/` folder: one subfolder per peer, holding `requirements.lock` and `adapter.py`."
     return Path(root) / "peers" if root is not None else repo_root() / "peers"
 
-
+# %% ../../../nbs/30_peers.ipynb #e226a16f
 def default_envs() -> Path:
     "Where peer environments are built: `$FANIN_PEER_ENVS`, else `outputs/peers/envs` (outside the index key: where, not what)."
     return Path(os.environ["FANIN_PEER_ENVS"]) if os.environ.get("FANIN_PEER_ENVS") else resolve_path("outputs") / "peers" / "envs"
 
-
+# %% ../../../nbs/30_peers.ipynb #2e7c34a6
 @dataclass(frozen=True)
 class Lock:
     "A peer's lock: the peer package pin (`# peer:`), the python it was resolved on (`# python:`), every `name==version` line."
@@ -63,7 +68,7 @@ class Lock:
     @property
     def version(self) -> str: return self.peer.split("==")[1]
 
-
+# %% ../../../nbs/30_peers.ipynb #a7a2bda4
 def read_lock(name: str, root=None, lock=None) -> Lock:
     "Parse `peers/<name>/requirements.lock` (or `lock`); every requirement must be an exact pin."
     path = Path(lock) if lock is not None else peers_dir(root) / name / "requirements.lock"
@@ -82,11 +87,6 @@ def read_lock(name: str, root=None, lock=None) -> Lock:
     if "==" not in header.get("peer", ""): raise PeerEnvError(name, f"{path} names no `# peer: package==version` line")
     return Lock(name, path, header["peer"], header.get("python", ""), tuple(reqs), hashlib.sha256(text.encode()).hexdigest()[:12])
 
-# %% auto #0
-__all__ = ['ENV_MARKER', 'TIKTOKEN_WHEEL', 'TIKTOKEN_FILES', 'PeerEnvError', 'PeerError', 'peers_dir', 'default_envs', 'Lock',
-           'read_lock', 'PeerEnv', 'share_files', 'peer_env', 'tiktoken_cache', 'Endpoint', 'PeerProcess', 'peer_names',
-           'adapter_modes', 'shared_modules', 'PeerSystem']
-
 # %% ../../../nbs/30_peers.ipynb #pe069f77
 @dataclass(frozen=True)
 class PeerEnv:
@@ -98,7 +98,7 @@ class PeerEnv:
     setup_seconds: float
     built_now: bool
 
-
+# %% ../../../nbs/30_peers.ipynb #57f43619
 ENV_MARKER = "fanin-env.json"  # written last: an environment without it is unfinished, and the next call resumes it
 
 
@@ -106,12 +106,12 @@ def _tail(text: str, n: int = 3000) -> str:
     text = (text or "").strip()
     return text if len(text) <= n else "..." + text[-n:]
 
-
+# %% ../../../nbs/30_peers.ipynb #1b4b2d56
 def _python_version(python) -> str:
     r = subprocess.run([str(python), "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"], capture_output=True, text=True, timeout=60)
     return r.stdout.strip()
 
-
+# %% ../../../nbs/30_peers.ipynb #2e919881
 def share_files(folder, log=print, lab_packages=None) -> str:
     """Hard-link the byte-identical files of the finished environment `folder`, of the other finished environments beside it and
     of the lab's own installed packages (`lab_packages`, default this Python's site-packages, when it is on the same file system;
@@ -134,7 +134,7 @@ def share_files(folder, log=print, lab_packages=None) -> str:
     return f"shares its identical files with {len(others)} other environment(s) (saved {saved})" if r.returncode == 0 and saved else \
         f"not shared (hardlink exit {r.returncode}: {_tail(r.stderr, 300)})"
 
-
+# %% ../../../nbs/30_peers.ipynb #5d9773b6
 def peer_env(name: str, root=None, envs=None, lock=None, python=None, timeout_s: float = 3600, log=print) -> PeerEnv:
     """Build (once) the isolated environment of peer `name` from its lock: `python -m venv` + `pip install --no-deps -r lock` under
     `envs/<name>-<lock hash>/`. Finished only when the install succeeded and the peer package reports the locked version (a marker
@@ -191,7 +191,7 @@ TIKTOKEN_FILES = {  # cache name: (encoding, sha256 of the file)
 
 def _sha256(path) -> str: return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
-
+# %% ../../../nbs/30_peers.ipynb #260bd929
 def tiktoken_cache(folder, python=None, log=print) -> Path:
     """A `TIKTOKEN_CACHE_DIR` holding cl100k_base and o200k_base, so tiktoken in a peer never goes to the internet: taken once from
     the llama-index-core wheel (`pip download`, PyPI only), each file checked against tiktoken's sha256."""
@@ -225,7 +225,7 @@ class Endpoint:
 
     def url_for(self, stage: str, system: str = "") -> str: return self.base_url
 
-
+# %% ../../../nbs/30_peers.ipynb #8ea52929
 class PeerProcess:
     "A peer's adapter as a subprocess speaking JSONL: one command a line in, one reply a line out; its stderr goes to `log_path`."
     def __init__(self, python, adapter, env: dict, log_path, start_timeout_s: float = 600):
@@ -288,7 +288,7 @@ def peer_names(root=None) -> tuple[str, ...]:
     d = peers_dir(root)
     return tuple(sorted(p.parent.name for p in d.glob("*/adapter.py"))) if d.is_dir() else ()
 
-
+# %% ../../../nbs/30_peers.ipynb #48b01c6f
 def _adapter_source(peer: str, root=None):
     import ast
     path = peers_dir(root) / peer / "adapter.py"
@@ -296,7 +296,7 @@ def _adapter_source(peer: str, root=None):
         raise ConfigError(f"peer {peer!r}: no adapter at {path}; a peer is a folder peers/<name>/ holding adapter.py and requirements.lock")
     return path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
-
+# %% ../../../nbs/30_peers.ipynb #b69bc0a0
 def adapter_modes(peer: str, root=None) -> tuple[str, ...]:
     """The modes peer `peer`'s adapter declares: its module-level `MODES` literal (a tuple of names, or a dict keyed by them), read
     from `peers/<peer>/adapter.py` without running it. The adapter's hello carries the same `MODES`."""
@@ -312,7 +312,7 @@ def adapter_modes(peer: str, root=None) -> tuple[str, ...]:
     raise ConfigError(f"{path}: declares no MODES; write `MODES = (\"<mode>\", ...)` at module level and pass it to "
                       f"serve(PACKAGE, VERSION, MODES, ...)")
 
-
+# %% ../../../nbs/30_peers.ipynb #60928cbe
 def shared_modules(peer: str, root=None) -> list[Path]:
     """The shared modules of `peers/` that the adapter of `peer` imports: `protocol.py` (every adapter speaks it) first,
     then the others by name (`passages.py`, the passage cutter, for the adapters that use it). Read from its import statements;
@@ -325,7 +325,7 @@ def shared_modules(peer: str, root=None) -> list[Path]:
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
     return [shared / "protocol.py", *(shared / f"{m}.py" for m in sorted(names - {"protocol"}) if (shared / f"{m}.py").exists())]
 
-
+# %% ../../../nbs/30_peers.ipynb #3a85616b
 def __getattr__(name: str):
     "`PEER_MODES`, `{peer: its adapter's modes}` for every peer, derived from the adapters each time it is read."
     if name == "PEER_MODES": return {p: adapter_modes(p) for p in peer_names()}
@@ -337,7 +337,7 @@ def _plain(options) -> dict:
     from omegaconf import DictConfig, OmegaConf
     return OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options or {})
 
-
+# %% ../../../nbs/30_peers.ipynb #51b157a5
 class PeerSystem(System):
     """A real package (a "peer") as a lab system. `index` builds the peer's environment when needed, starts its adapter, sends the
     corpus, and keeps the peer's working folder inside the index store (`<store>/peer/`); `retrieve` sends the query and turns the
@@ -377,6 +377,7 @@ def _gateway(self: PeerSystem):
     self._own_gateway = self.gateway = g
     return g
 
+# %% ../../../nbs/30_peers.ipynb #ae862828
 @patch
 def _models(self: PeerSystem) -> tuple[str, str, int]:
     "The chat and embedding model names the peer sends, and the vector size: configured, else what the gateway serves."
@@ -389,9 +390,11 @@ def _models(self: PeerSystem) -> tuple[str, str, int]:
     dim = self.embedding_dim or getattr(g, "embedding_dim", None) or getattr(self.embedder, "dim", None) or 384
     return chat or "lab", emb, int(dim)
 
+# %% ../../../nbs/30_peers.ipynb #001dc3a5
 @patch
 def _url(self: PeerSystem, stage: str) -> str: return self.gateway.url_for(stage, self.name)  # the gateway counts calls per stage and system
 
+# %% ../../../nbs/30_peers.ipynb #694a4446
 @patch
 def _ensure_proc(self: PeerSystem, log_dir: Path | None = None) -> PeerProcess:
     if self.proc is not None and self.proc.proc.poll() is None: return self.proc
@@ -417,6 +420,7 @@ def _ensure_proc(self: PeerSystem, log_dir: Path | None = None) -> PeerProcess:
                         f"pass MODES itself to serve(PACKAGE, VERSION, MODES, ...)")
     return self.proc
 
+# %% ../../../nbs/30_peers.ipynb #d99c5f05
 @patch
 def close(self: PeerSystem):
     "Stop the adapter and the gateway this system started (also at exit)."
@@ -455,6 +459,7 @@ def _build(self: PeerSystem, corpus, folder):
             "peer_index_seconds": round(time.perf_counter() - t1, 3), "n_units": st.get("n_units", st.get("n_chunks", 0)), "peer": st,
             **llm_cost(self.llm, before)}
 
+# %% ../../../nbs/30_peers.ipynb #e076d3ac
 @patch
 def model_files(self: PeerSystem) -> list[Path]:
     """The files that decide what the peer builds besides its configuration: its lock (the exact packages), its adapter and the
@@ -464,17 +469,20 @@ def model_files(self: PeerSystem) -> list[Path]:
     folder = peers_dir(self.root) / self.peer
     return [folder / "requirements.lock", folder / "adapter.py", *shared_modules(self.peer, self.root)]
 
+# %% ../../../nbs/30_peers.ipynb #028ed6b9
 @patch
 def failure_context(self: PeerSystem) -> dict:
     "The peer's package and version (from its lock) and its adapter's log, for the record of a build that failed."
     out = {"package": self.env.lock.package, "version": self.env.lock.version} if self.env is not None else {}
     return {**out, **({"log": str(self.proc.log_path)} if self.proc is not None else {})}
 
+# %% ../../../nbs/30_peers.ipynb #a11b4e45
 @patch
 def _load(self: PeerSystem, folder):
     self.workdir = Path(folder) / "peer"
     self._loaded_folder = self.workdir  # the adapter opens it when first needed (it needs the gateway, so the LLM)
 
+# %% ../../../nbs/30_peers.ipynb #bf379c44
 @patch
 def _open(self: PeerSystem):
     proc = self._ensure_proc(self.workdir.parent.parent / "peer_logs")
@@ -483,6 +491,7 @@ def _open(self: PeerSystem):
         self._opened = self.workdir
     return proc
 
+# %% ../../../nbs/30_peers.ipynb #1b5f2b3e
 @patch
 def retrieve(self: PeerSystem, query, k, instance=None):
     self._need_index()
@@ -504,6 +513,7 @@ def retrieve(self: PeerSystem, query, k, instance=None):
     self.counts["unmapped_queries"] += bool(unmapped)
     return units
 
+# %% ../../../nbs/30_peers.ipynb #69ec9685
 @patch
 def stats(self: PeerSystem) -> dict:
     out = dict(self._stats)

@@ -33,7 +33,7 @@ def personalized_pagerank(T, seed: np.ndarray, dangling: np.ndarray, alpha: floa
         if np.abs(x - prev).sum() < n * tol: return x
     raise RuntimeError(f"personalised PageRank did not converge in {max_iter} iterations (tol={tol})")
 
-
+# %% ../../../nbs/20_ppr.ipynb #eda7fc4f
 def transition_matrix(g, nodes: list):
     "Column-stochastic transition matrix of a weighted networkx graph, and its dangling-node mask."
     import networkx as nx
@@ -78,6 +78,7 @@ def _ner_relations(self: PPRSystem, corpus):
              for j, u in enumerate(es) for v in es[j + 1:]]
     return mentions, pairs, {"parse_seconds": round(parse_s, 2)}
 
+# %% ../../../nbs/20_ppr.ipynb #a6eba574
 @patch
 def _llm_relations(self: PPRSystem, corpus):
     "Passage -> entity names and subject–object pairs from OpenIE triples the LLM extracts (failures recorded, never dropped silently)."
@@ -111,6 +112,7 @@ def _synonyms(self: PPRSystem, names: list[str], counts: dict[str, int]):
     return sorted({(cand[a], cand[b]) if cand[a] < cand[b] else (cand[b], cand[a])
                    for a in range(len(cand)) for d, b in zip(D[a], I[a]) if b >= 0 and b != a and d >= self.synonym_threshold})
 
+# %% ../../../nbs/20_ppr.ipynb #0f02fe90
 @patch
 def _build(self: PPRSystem, corpus, folder):
     import networkx as nx
@@ -161,6 +163,7 @@ def _build(self: PPRSystem, corpus, folder):
     return {"n_units": P, "graph": stats, "relations_seconds": round(t_rel, 2), **(llm_cost(self.llm, before) if self.mode == "llm" else {}),
             **{k: (len(v) if k == "llm_failures" else v) for k, v in info.items()}}
 
+# %% ../../../nbs/20_ppr.ipynb #81cc1ed8
 @patch
 def _load(self: PPRSystem, folder):
     self._load_chunks(folder)
@@ -187,6 +190,7 @@ def seeds(self: PPRSystem, query: str) -> np.ndarray:
         if b.sum() > 0: s[:P] += self.passage_seed_weight * b / b.sum()
     return s
 
+# %% ../../../nbs/20_ppr.ipynb #d1e4e141
 @patch
 def retrieve(self: PPRSystem, query, k, instance=None):
     self._need_index()
@@ -205,7 +209,7 @@ def _deep(self: PPRSystem, query, instance=None):
     x = personalized_pagerank(self.T, s, self.dangling, self.damping, self.max_iter, self.tol)[:P]
     return top_k(x, int((x > 0).sum()))[0], x > 0, "graph: no path from the question's seed nodes reaches its passages"
 
-
+# %% ../../../nbs/20_ppr.ipynb #0cf3a2e4
 @patch
 def _hops(self: PPRSystem, query, chunks):
     "Edges on the shortest path from any seed node to the nearest of `chunks` (inf: no path)."

@@ -27,7 +27,7 @@ def split_of(instance_id: str, train_share: float = 0.5, seed: int = 0) -> str:
     h = int(hashlib.sha1(f"{seed}:{instance_id}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return "train" if h < train_share else "test"
 
-
+# %% ../../../nbs/22_router.ipynb #cb77a336
 _LIST_WORDS = re.compile(r"\b(and|both|which|list|compare|compared|between|each|all|several|various|how many|differ|summar\w*|overview)\b", re.I)
 
 
@@ -39,7 +39,7 @@ def shape_features(texts) -> np.ndarray:
                      len(re.findall(r"\b[A-Z][a-z]+", t))])
     return np.log1p(np.asarray(rows, dtype=float))
 
-
+# %% ../../../nbs/22_router.ipynb #6d7b0e40
 class FanInClassifier:
     "P(fan-in >= 2 | question): logistic regression on TF-IDF n-grams and shape features."
     def __init__(self, C: float = 1.0, seed: int = 0):
@@ -100,7 +100,7 @@ def train_dataset_node(dataset, domains="all", root=None):
     extra = {**({"domains": domains} if domains is not None else {}), **({"root": root} if root else {})}
     return OmegaConf.merge(dataset, extra)
 
-
+# %% ../../../nbs/22_router.ipynb #1faf7880
 class RouterSystem(System):
     "Fine-grained retrieval for predicted single-source questions, coarse-to-fine for the others."
     name = "router"

@@ -29,7 +29,7 @@ def themes(vectors: np.ndarray, n_themes: int, seed: int = 0) -> list[list[int]]
     groups = [sorted(np.flatnonzero(labels == c).tolist()) for c in range(k)]
     return sorted((g for g in groups if g), key=lambda g: (-len(g), g[0]))
 
-
+# %% ../../../nbs/23_wiki.ipynb #8c8db6a6
 class WikiSystem(DenseSystem):
     "Theme pages with provenance, compiled by the LLM; retrieval is a bounded search / read loop returning source passages."
     name = "wiki"
