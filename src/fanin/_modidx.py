@@ -163,6 +163,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'fanin.core.text.chunk_text': ('text.html#chunk_text', 'fanin/core/text.py'),
                                  'fanin.core.text.clean_page': ('text.html#clean_page', 'fanin/core/text.py'),
                                  'fanin.core.text.count_tokens': ('text.html#count_tokens', 'fanin/core/text.py'),
+                                 'fanin.core.text.english_stop_words': ('text.html#english_stop_words', 'fanin/core/text.py'),
                                  'fanin.core.text.lexical_tokens': ('text.html#lexical_tokens', 'fanin/core/text.py'),
                                  'fanin.core.text.token_spans': ('text.html#token_spans', 'fanin/core/text.py')},
             'fanin.data.authtrace_format': { 'fanin.data.authtrace_format.AuthTraceFormat': ( 'authtrace_format.html#authtraceformat',

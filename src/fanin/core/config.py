@@ -447,9 +447,10 @@ def check_params(cfg: DictConfig) -> DictConfig:
         raise ConfigError(out[0] if len(out) == 1 else f"{len(out)} bad run parameters:\n" + "\n".join(f"  {p}" for p in out))
     return cfg
 
-# %% ../../../nbs/01_config.ipynb #e25eff71
+# %% ../../../nbs/01_config.ipynb #30c4a424
 import re as _re
 
+# %% ../../../nbs/01_config.ipynb #e25eff71
 _USERINFO = _re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@]*@")
 
 

@@ -5,10 +5,12 @@
 # %% ../../../nbs/02_text.ipynb #f1c69aa4
 from __future__ import annotations
 
+import functools
 import re
 
 # %% auto #0
-__all__ = ['TOKEN_RE', 'TOKENIZERS', 'clean_page', 'token_spans', 'count_tokens', 'chunk_spans', 'chunk_text', 'lexical_tokens']
+__all__ = ['TOKEN_RE', 'TOKENIZERS', 'clean_page', 'token_spans', 'count_tokens', 'chunk_spans', 'chunk_text',
+           'english_stop_words', 'lexical_tokens']
 
 # %% ../../../nbs/02_text.ipynb #ecb55877
 _IMG = re.compile(r"!\[[^\]]*\]\([^)]*\)")
@@ -60,9 +62,15 @@ def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
 def chunk_text(text: str, size: int, overlap: int) -> list[str]:
     return [text[a:b] for a, b in chunk_spans(text, size, overlap)]
 
-# %% ../../../nbs/02_text.ipynb #14c69050
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+# %% ../../../nbs/02_text.ipynb #88be1a46
+@functools.cache
+def english_stop_words() -> frozenset[str]:
+    """scikit-learn's English stop-word list (318 words), loaded on first use: importing scikit-learn pulls in SciPy, which
+    costs seconds at start-up, and most commands never tokenize."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    return frozenset(ENGLISH_STOP_WORDS)
 
+# %% ../../../nbs/02_text.ipynb #14c69050
 _WORD = re.compile(r"\w+")
 
 
@@ -75,4 +83,5 @@ def lexical_tokens(text: str, tokenizer: str = "content_words") -> list[str]:
     words = _WORD.findall(text.lower())
     if tokenizer == "words": return words
     if tokenizer != "content_words": raise ValueError(f"tokenizer {tokenizer!r}: expected one of {', '.join(TOKENIZERS)}")
-    return [w for w in words if w not in ENGLISH_STOP_WORDS]
+    stop = english_stop_words()
+    return [w for w in words if w not in stop]

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..core.schema import Corpus, Instance, Pack
 from ..core.config import fan_in_bin
+from ..core.text import lexical_tokens
 
 # %% auto #0
 __all__ = ['CARRY_NGRAM', 'CARRY_TOKENS', 'CARRY_SHARE', 'METRIC_COLUMNS', 'CITED_COLUMNS', 'doc_text', 'carried_tokens',
@@ -140,7 +141,6 @@ class RareWordingCredit:
         rare = hit & (self._pages_of(grams) <= max(1, self.common * self.pages))
         if carried_enough(int(spread(rare).sum()), len(words), self.min_tokens, self.min_share): return True
         if len(words) > self.short_tokens: return False
-        from fanin.core.text import lexical_tokens
         weight = {w: math.log(self.pages / max(1, self._word_pages[w])) for w in dict.fromkeys(lexical_tokens(text))}
         total, page_words = sum(weight.values()), set(_words(doc))
         return total > 0 and sum(v for w, v in weight.items() if w in page_words) / total >= self.short_share

@@ -17,6 +17,7 @@ from .judges import Judge, _stem, degenerate_answer, sentences
 from .proxy_judges import numbers
 from ..core.schema import gold_statements
 from ..core.text import lexical_tokens
+from ..models.nlp import ENTITY_LABELS, load_spacy, normalize_entity
 
 # %% auto #0
 __all__ = ['spelled_digits', 'key_numbers', 'reference_clauses', 'answer_windows', 'months', 'ordinals', 'asks_for_number',
@@ -109,7 +110,6 @@ def asks_for_number(question: str) -> bool:
 # %% ../../../nbs/13a_semantic_judge.ipynb #f8007c0e
 def _words(text: str) -> list[str]:
     "A name's words, normalised as the lab's graphs key entities; single letters (the S. of Harry S. Truman) left out."
-    from fanin.models.nlp import normalize_entity
     return [w for w in (normalize_entity(text) or "").split() if len(w) > 1 or w.isdigit()]
 
 # %% ../../../nbs/13a_semantic_judge.ipynb #8acc6609
@@ -126,7 +126,6 @@ def name_slots(text: str) -> tuple:
     word stems, initials, its words run together, title?, kind). Kinds group spaCy's labels coarsely (its small model often
     calls a person an organisation): agent, group, place, work (titles too), language; a run of two or more capitalised words
     inside a sentence that spaCy misses ("the Great Internet Mersenne Prime Search project") is a name of any kind."""
-    from fanin.models.nlp import ENTITY_LABELS, load_spacy
     clean = re.sub(r"[_*]+", " ", text or "")
     spans = [(e.text, False, _NAME_KIND[e.label_]) for e in load_spacy()(clean).ents if e.label_ in ENTITY_LABELS]
     spans += [(m.group(1) or m.group(2), True, "work") for m in _QUOTED.finditer(text or "")]

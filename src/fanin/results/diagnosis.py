@@ -23,6 +23,9 @@ from ..systems.flat import LOSS_STEPS, loss
 from ..core.config import resolve_path
 from ..core.fingerprints import code_fingerprint
 from ..run.components import git_commit, load_dataset, make_system, read_manifest, read_packs, run_dir
+from ..models.roles import make_llms, running
+from ..run.build_failures import index_failures
+from ..run.pipeline import check_run_inputs, collect, stage_index, system_configs
 
 # %% auto #0
 __all__ = ['PACK_STEPS', 'LOSS_COLUMNS', 'COSTS', 'STEP_COLOURS', 'STEP_WORDS', 'attribute', 'diagnose_run', 'loss_table',
@@ -60,7 +63,6 @@ LOSS_COLUMNS = ["instance_id", "system", "domain", "qtype", "fan_in", "gold_n", 
 def diagnose_run(cfg, ds, folder: Path, log=print, llm=None) -> pd.DataFrame:
     """The loss rows of one run folder (`loss.csv`), computed once per packs file; a system that cannot locate costs no index load.
     `llm`: the run's LLM, for a system whose `locate` asks it again (`locate_needs_llm`: its calls replay from the run's cache)."""
-    from fanin.run.pipeline import check_run_inputs, stage_index
     folder, f = Path(folder), Path(folder) / "loss.csv"
     check_run_inputs(cfg, ds, folder, ["diagnose"], log=log)   # packs made from other inputs: removed and refused here, redone by `fanin run`
     if usable(f, "loss table") and f.stat().st_mtime >= (folder / "packs.jsonl.gz").stat().st_mtime:
@@ -249,7 +251,6 @@ def diagnosable(cfgs, ds, log=print) -> tuple[list, list[Path], dict[str, str]]:
     """The systems of an experiment to diagnose and their run folders. A system whose index could not be built (its run folder
     records the failure, and the next `fanin run` retries it) has no packs: it is left out and named, never dropped unsaid. Any
     other run without packs stops with the command that makes it."""
-    from fanin.run.build_failures import index_failures
     keep, failed, gone = [], {}, []
     for c in cfgs:
         f = run_dir(c, ds)
@@ -264,8 +265,6 @@ def diagnosable(cfgs, ds, log=print) -> tuple[list, list[Path], dict[str, str]]:
 # %% ../../../nbs/38_diagnosis.ipynb #4e386c69
 def diagnose(overrides=(), n_boot: int = 1000, log=print) -> dict[str, pd.DataFrame]:
     "The diagnosis of every run of the experiment `overrides` compose, its tables and figures; returns the tables by name."
-    from fanin.run.pipeline import collect, system_configs
-    from fanin.models.roles import make_llms, running
     t0 = time.perf_counter()
     cfgs = system_configs(list(overrides))
     ds = load_dataset(cfgs[0])
@@ -304,7 +303,6 @@ def diagnose(overrides=(), n_boot: int = 1000, log=print) -> dict[str, pd.DataFr
 def explain(instance_id: str, overrides=()) -> pd.DataFrame:
     """One question across the experiment's systems: each gold page's step, how, rank and hops, the start of the unit of that
     page that came closest (the best-ranked unit carrying it, or its own unit the query never reached), and the pack's top units."""
-    from fanin.run.pipeline import system_configs
     cfgs = system_configs(list(overrides))
     ds = load_dataset(cfgs[0])
     inst = next((i for i in ds.instances() if i.id == instance_id), None)

@@ -20,6 +20,19 @@ from ..core.config import ConfigError, compose, domains_tag, repo_root, resolve_
 from ..core.files import finished
 from ..core.config import instantiate
 from ..run.components import load_dataset, make_system, run_dir
+from ..judging.agreement import agreement_label
+from ..judging.judges import answer_table
+from ..judging.metrics import add_fan_in_bin, aggregate
+from ..models.llm import LLMError
+from ..models.roles import make_llm
+from .ablation import ablation_tables
+from .analysis import answer_score, lens_figures, lens_frame, lens_tables, recall_dominance
+from .lab_report import answer_dirs, answer_metrics, answer_setting_line, fig_topk, manifests, setting_line, write_table
+from ..run.build_failures import index_failures
+from ..run.pipeline import collect, run, stage_index, system_configs
+from ..run.plan import plan_many
+from ..systems.graphs import METHODS, claim_evidence, graal_table1 as table1
+from ..systems.router import FanInClassifier, RouterSystem, llm_fan_in, routing_report, split_of, train_dataset_node
 
 # %% auto #0
 __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'table_name', 'Table', 'table_dir', 'table_names',
@@ -31,7 +44,6 @@ __all__ = ['INDEX_COST_KEYS', 'GRAPH_KEYS', 'planned_runs', 'finished_runs', 'ta
 # %% ../../../nbs/35_experiments.ipynb #ex04
 def planned_runs(overrides) -> list[Path]:
     "The run folders a configuration names (whether or not they exist yet)."
-    from fanin.run.pipeline import system_configs
     cfgs = system_configs(list(overrides))
     ds = load_dataset(cfgs[0])
     return [run_dir(c, ds) for c in cfgs]
@@ -41,7 +53,6 @@ def finished_runs(overrides, failed_builds: bool = False) -> list[Path]:
     """`planned_runs`, each of which must hold its metrics; else a ConfigError naming the command that makes them.
     `failed_builds`: also accept a run whose index build failed and is recorded (`fanin.run.pipeline.index_failures`), for the
     tables that show such a system as failed (costs, paradigms)."""
-    from fanin.run.build_failures import index_failures
     folders = planned_runs(overrides)
     missing = [f for f in folders if not finished(f / "metrics.csv") and not (failed_builds and index_failures(f))]
     if missing:
@@ -105,7 +116,6 @@ def run_table(name: str, overrides=(), out_name: str | None = None, params: dict
     (its `work`: the (overrides, stages) it runs) first prints what they will compute and cost (`fanin.run.plan`); with `run=False`
     it stops there (a ConfigError naming `--run`) when anything is left to compute."""
     from hydra.utils import get_method
-    from fanin.results.lab_report import write_table
     tc = table_config(name)
     ov = table_overrides(name, overrides)
     try: driver: Callable = get_method(tc._target_)
@@ -125,7 +135,6 @@ def run_table(name: str, overrides=(), out_name: str | None = None, params: dict
 # %% ../../../nbs/35_experiments.ipynb #6d84eeed
 def check_work(name: str, work, run: bool) -> None:
     "Print what a table's runs will compute and cost; with nothing computed yet and `run=False`, stop before any work."
-    from fanin.run.plan import plan_many
     p = plan_many(work)
     if not p.to_do: return
     print(p.render(), flush=True)
@@ -168,7 +177,6 @@ def cost_table(folders) -> pd.DataFrame:
     """One row per run folder and domain: index, LLM and latency costs, graph statistics, and a peer's package (see above).
     `status` is `ok`, or `index failed` for a build recorded as failed (`fanin.run.pipeline.index_failures`): its row has what the
     build cost until it failed and its `error`; what it never made (units, bytes, latency) is missing, not 0."""
-    from fanin.run.build_failures import index_failures
     rows = []
     for f in map(Path, folders):
         man = read_manifest(f)
@@ -196,7 +204,6 @@ def cost_table(folders) -> pd.DataFrame:
 # %% ../../../nbs/35_experiments.ipynb #2be84614
 def costs(overrides) -> Table:
     "Driver: the cost ledger of an experiment's finished runs (and of its builds recorded as failed)."
-    from fanin.results.lab_report import manifests, setting_line
     folders = finished_runs(overrides, failed_builds=True)
     return Table(cost_table(folders), "costs: " + setting_line(manifests(folders)))
 
@@ -208,8 +215,6 @@ def spacy_version() -> str:
 # %% ../../../nbs/35_experiments.ipynb #61d3198c
 def graal_table1(overrides) -> Table:
     "Driver: GRAAL Table 1 (entity_mention, graph_retrieve, graal) on the multi-fact claims of the configured domains."
-    from fanin.systems.graphs import METHODS, claim_evidence, graal_table1 as table1
-    from fanin.run.pipeline import stage_index
     overrides = list(overrides)
     ds = load_dataset(compose(overrides))
     frames = []
@@ -233,7 +238,6 @@ def graal_table1(overrides) -> Table:
 # %% ../../../nbs/35_experiments.ipynb #6da86e7a
 def _graal_work(overrides) -> list:
     "What `graal_table1` builds before it reads: each method's index over the configured domains."
-    from fanin.systems.graphs import METHODS
     return [([*overrides, f"system={m}", "systems=null"], ["index"]) for m in METHODS]
 
 graal_table1.work = _graal_work
@@ -241,9 +245,6 @@ graal_table1.work = _graal_work
 # %% ../../../nbs/35_experiments.ipynb #ex16
 def estimator_table(overrides=(), llm_sample: int | None = 40, seed: int = 0) -> pd.DataFrame:
     "Accuracy of the classifier and of the LLM at predicting fan-in >= 2 on test-half questions."
-    from fanin.models.llm import LLMError
-    from fanin.models.roles import make_llm
-    from fanin.systems.router import FanInClassifier, llm_fan_in, split_of, train_dataset_node
     cfg = compose(list(overrides) + ["system=router"])
     share, sd = float(cfg.system.train_share), int(cfg.system.seed)
     every = instantiate(train_dataset_node(cfg.dataset, cfg.system.train_domains, cfg.system.get("train_root")))
@@ -283,9 +284,6 @@ def estimator_table(overrides=(), llm_sample: int | None = 40, seed: int = 0) ->
 def routing(overrides, llm_sample: int | None = 40) -> Table:
     "Driver: routing accuracy (main), router vs its components and the fan-in estimators (parts) of an experiment's router runs."
     from hydra.utils import get_class
-    from fanin.run.pipeline import system_configs
-    from fanin.results.lab_report import manifests, setting_line
-    from fanin.systems.router import RouterSystem, routing_report
     overrides = list(overrides)
     cfgs = system_configs(overrides)
     ds = load_dataset(cfgs[0])
@@ -319,7 +317,6 @@ def embedding_cache_table(folders) -> pd.DataFrame:
 # %% ../../../nbs/35_experiments.ipynb #9bade363
 def embedding_cache(overrides) -> Table:
     "Driver: the embedding cache's hits and misses of every index an experiment's finished runs built."
-    from fanin.results.lab_report import manifests, setting_line
     folders = finished_runs(overrides)
     t = embedding_cache_table(folders)
     built = t[~t.loaded] if len(t) else t
@@ -332,8 +329,6 @@ def embedding_cache(overrides) -> Table:
 # %% ../../../nbs/35_experiments.ipynb #ex24
 def graphrag_bench_scores(overrides) -> Table:
     "Driver: GraphRAG-Bench's accuracy by question type, R and AR of an experiment's answers judged by `graphrag_bench`."
-    from fanin.judging.judges import answer_table
-    from fanin.results.lab_report import answer_metrics, answer_setting_line
     folders = finished_runs(overrides)
     df = answer_metrics(folders)
     df = df[df.judge == "graphrag_bench"]
@@ -347,9 +342,6 @@ def passage_recall_table(overrides) -> Table:
     """Driver: ER, EP, hit and the dataset's passage Recall@k (e.g. HippoRAG's @2 and @5) per system, domain and fan-in bin (and
     `all`) of an experiment's runs, from each run's per-question metrics, with the size of the corpus searched. A system that does not rank (`System.ranks` false: a
     fixed slice) is left out and named in the setting line: Recall@k would measure its file order."""
-    from fanin.results.lab_report import manifests, setting_line
-    from fanin.judging.metrics import add_fan_in_bin, aggregate
-    from fanin.run.pipeline import system_configs
     overrides = list(overrides)
     cfg = compose(overrides)
     unranked = [c.system.name for c in system_configs(overrides) if not make_system(c).ranks]
@@ -377,7 +369,6 @@ def sweep_overrides(overrides) -> list[str]:
 # %% ../../../nbs/35_experiments.ipynb #625e6d68
 def topk_frame(overrides) -> pd.DataFrame | None:
     "Overall ER/EP per (system, k) of the top-k sweep's runs that exist (None: none yet)."
-    from fanin.run.pipeline import collect
     base = sweep_overrides(overrides)
     cfg = compose(base)
     if not (resolve_path(cfg.paths.outputs) / cfg.experiment_name).is_dir(): return None   # no sweep has run: no data to load
@@ -394,7 +385,6 @@ def topk_frame(overrides) -> pd.DataFrame | None:
 # %% ../../../nbs/35_experiments.ipynb #58571f2d
 def topk(overrides) -> Table:
     "Driver: the top-k sweep's table from its finished runs (`fanin sweep` makes them, then this table) and its ER/EP-by-k figure."
-    from fanin.results.lab_report import fig_topk, manifests, setting_line
     t = topk_frame(overrides)
     if t is None: raise ConfigError(f"no finished run of the top-k sweep: run `fanin sweep {' '.join(overrides)}` first")
     cfg = compose(sweep_overrides(overrides))
@@ -406,10 +396,6 @@ def topk(overrides) -> Table:
 def reader_judge_ablation(overrides, readers=((),), judges=(("proxy", ()),), max_failed_share: float = 0.25, n_boot: int = 2000,
                           seed: int = 0) -> Table:
     "Driver: every reader answers the same packs, every judge scores every reader's answers; the ablation's tables (see above)."
-    from fanin.results.ablation import ablation_tables
-    from fanin.judging.agreement import agreement_label
-    from fanin.results.lab_report import answer_dirs, answer_setting_line
-    from fanin.run.pipeline import run
     base = list(overrides) + [f"answer.max_failed_share={max_failed_share}"]
     run(base, stages=["index", "retrieve", "evaluate"])          # the packs, fixed for every reader and judge
     frames, cards = [], []
@@ -441,9 +427,6 @@ reader_judge_ablation.work = _ablation_work
 # %% ../../../nbs/35_experiments.ipynb #ex30
 def topk_answers(overrides, ks, answer_judge: str, score: str) -> pd.DataFrame:
     "Per (system, k): questions, answered, mean ER / EP (unit-level) and the answer score of a sweep's answered sample."
-    from fanin.results.analysis import answer_score
-    from fanin.results.lab_report import answer_dirs
-    from fanin.run.pipeline import run
     rows = []
     for k in ks:
         for f in run(list(overrides) + [f"k={k}"], ["retrieve", "evaluate", "answer", "judge"]):
@@ -459,9 +442,6 @@ def topk_answers(overrides, ks, answer_judge: str, score: str) -> pd.DataFrame:
 def authtrace_lens(overrides, evidence_judge: str = "document", answer_judge: str = "proxy", n_boot: int = 10_000, seed: int = 0,
                    run_stages=(), topk_ks=(), topk_overrides=()) -> Table:
     "Driver: every AuthTrace analysis of an experiment's runs (Table 1 by bin main; the other analyses as parts) and its figures."
-    from fanin.results.analysis import lens_figures, lens_frame, lens_tables, recall_dominance
-    from fanin.results.lab_report import answer_setting_line
-    from fanin.run.pipeline import run
     folders = run(list(overrides), list(run_stages)) if run_stages else planned_runs(overrides)
     df, ac = lens_frame(folders, evidence_judge, answer_judge)
     setting = (f"{answer_setting_line(folders)}; evidence judge={evidence_judge} (canonical segments); answer score={ac} from judge "

@@ -16,6 +16,8 @@ from ..core.config import compose, fan_in_bin, k_for, resolve_path
 from ..systems.hybrid import fuse
 from ..core.schema import Pack
 from ..judging.metrics import evidence_metrics, unit_docs
+from ..run.components import load_dataset
+from ..run.pipeline import stage_index
 
 # %% auto #0
 __all__ = ['FUSION_GRID', 'pack_er', 'fusion_candidates', 'part_er', 'fusion_er', 'split_rows', 'cell_margins', 'tune_fusion',
@@ -32,8 +34,6 @@ def fusion_candidates(overrides=(), domains=None, depth: int = 100, check: bool 
     """Per question of each domain (default: the dataset's): k, gold pages, fan-in bin, `bm25_pack` (BM25's top k), the `bm25`
     and `dense` candidates (chunk, score), best first, and `credit` (candidate chunk -> gold pages it carries). `check`: assert
     that `pack_er` of the configured fusion equals `evidence_metrics` of the pack `HybridSystem.retrieve` returns."""
-    from fanin.run.components import load_dataset
-    from fanin.run.pipeline import stage_index
     cfg = compose(["system=hybrid", "progress=false", *overrides])
     ds = load_dataset(cfg)
     s, rows = cfg.system, []

@@ -22,6 +22,9 @@ from ..models.llm_cache import read_ledger
 from ..judging.metrics import add_fan_in_bin, fan_in_tables
 from ..judging.metrics import carries, credit_agreement, credit_rule, doc_text
 from ..run.components import git_commit, load_dataset
+from ..judging.agreement import agreement_label
+from ..judging.judges import DEFAULT_CASES, answer_table
+from ..run.pipeline import collect
 
 # %% auto #0
 __all__ = ['CREDIT_SETS', 'setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs',
@@ -65,7 +68,6 @@ def manifests(folders) -> list[dict]:
 # %% ../../../nbs/08_lab_report.ipynb #f23a8797
 def experiment_tables(folders, name: str, bins, out_dir=None) -> dict[str, Path]:
     "Fan-in tables over all runs of an experiment, written to `outputs/tables/<name>_<view>.csv`."
-    from fanin.run.pipeline import collect
     out_dir = Path(out_dir or resolve_path("outputs") / "tables")
     df = collect(folders)
     ok = df[df.status == "ok"]
@@ -103,7 +105,6 @@ def answer_metrics(folders) -> pd.DataFrame:
 def answer_setting_line(folders) -> str:
     """The setting card of an answer table: retrieval setting, reader and its model, the evidence budget and how much of the
     packs the reader saw, every judge with its model and its measured agreement, prompt versions, calls, cache, tokens."""
-    from fanin.judging.agreement import agreement_label
     dirs = answer_dirs(folders)
     if not dirs: return "no judged answers"
     am = [read_manifest(d) for d in dirs]
@@ -143,7 +144,6 @@ def oracle_title(df: pd.DataFrame, oracle: str = "oracle") -> str:
 # %% ../../../nbs/08_lab_report.ipynb #f987b082
 def answer_tables(folders, name: str, out_dir=None) -> Path:
     "Answer scores of an experiment's runs by judge x system x fan-in bin / type, to `outputs/tables/<name>_answers_*.csv`."
-    from fanin.judging.judges import answer_table
     out_dir = Path(out_dir or resolve_path("outputs") / "tables")
     df = answer_metrics(folders)
     setting = oracle_title(df) + answer_setting_line(folders)
@@ -234,7 +234,6 @@ def recall_summary(record: dict, dataset: str, systems, ks=(2, 5)) -> str:
 def judge_record(judge, model: str, results: dict, dest) -> Path:
     """Keep a judge-check in `dest/judges.json` under the judge's name: per set (`results`: {set: (path, rows, summary)} as
     `fanin judge-check` makes them) its file, held out or not, n, accuracy, κ, agreement by kind and the swaps rejected."""
-    from fanin.judging.judges import DEFAULT_CASES
     def swaps(df):
         s = df[df.kind.astype(str).str.startswith("swap_")]
         return {"swaps": int(len(s)), "swaps_rejected": round(float((s.verdict == 0).mean()), 4) if len(s) else None}
@@ -319,7 +318,6 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
     "outputs/report.md: the setting, data resolution, and the experiment's tables (ER/EP/hit in %)."
     out = Path(out or resolve_path("outputs") / "report.md")
     ms = manifests(folders)
-    from fanin.run.pipeline import collect
     df = collect(folders)
     tabs = fan_in_tables(df[df.status == "ok"], bins)
     data = ms[0]["data"]
@@ -348,7 +346,6 @@ def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | N
     failed = df[df.status != "ok"]
     lines += ["## Failures", "", f"{len(failed)} questions failed retrieval (listed in each run's failures.jsonl)." if len(failed) else "No question failed.", ""]
     if answer_dirs(folders):
-        from fanin.judging.judges import answer_table
         adf = pd.concat([pd.read_csv(d / "answer_metrics.csv") for d in answer_dirs(folders)], ignore_index=True)
         lines += ["## Answers (reader + judges)", "", f"Setting: {answer_setting_line(folders)}.", "",
                   "Scores 0–100. `proxy_*` columns are deterministic lexical proxies, not the papers' LLM judges; "

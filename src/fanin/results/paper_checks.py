@@ -13,6 +13,7 @@ import pandas as pd
 from .analysis import degradation
 from ..judging.judges import harmonic
 from .papers import load_reported, parse_setting, select
+from ..systems.graphs import graal_overall
 
 # %% auto #0
 __all__ = ['FINDING_COLUMNS', 'WGB_COUNT_TABLES', 'AUTHTRACE_BINS', 'AUTHTRACE_ORACLE', 'GB_QTYPES', 'RESTATED', 'CHECKS',
@@ -252,7 +253,6 @@ def check_graphrag_bench_averages(rep: pd.DataFrame, average: str = "average") -
 # %% ../../../nbs/24a_paper_checks.ipynb #2d8d24c5
 def check_graal_overall(rep: pd.DataFrame) -> list[dict]:
     "GRAAL Table 1's overall vs the harmonic mean of hit rate and 100 / #sentences (`fanin.systems.graphs.graal_overall`)."
-    from fanin.systems.graphs import graal_overall
     out = []
     for row, v in _cells(rep[rep.paper == "graal"], ["hit_rate", "avg_sentences", "overall"]):
         (h, dh), (s, _), (o, do) = v["hit_rate"], v["avg_sentences"], v["overall"]

@@ -19,6 +19,7 @@ from .lab_report import markdown_table, write_table
 from .papers import PAPERS, load_reported, parse_setting, select
 from .paper_checks import CHECKS, consistency, consistency_summary
 from .paper_figures import reported_figures
+from ..data.wildgraphbench import WildGraphBench
 
 # %% auto #0
 __all__ = ['COMPARISON_COLUMNS', 'corpus_tokens', 'comparison_specs', 'read_lab_table', 'compare', 'comparisons',
@@ -39,7 +40,6 @@ def _count(enc, text: str, block: int = 200_000) -> int:
 def corpus_tokens(root=None, encodings: Sequence[str] = ("o200k_base", "cl100k_base"), domains=None) -> pd.DataFrame:
     "Tokens of the WildGraphBench corpus (raw pages and the cleaned text the systems read) per encoding, in millions."
     import bpe_openai
-    from fanin.data.wildgraphbench import WildGraphBench
     rows = []
     views = {}
     for view, clean in (("raw", False), ("clean", True)):

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..core.files import atomic_write, completion_record
 from ..core.fingerprints import quarantine, usable
 from ..core.config import redact
+from ..systems.llm_indexes import llm_cost
 
 # %% auto #0
 __all__ = ['INDEX_FAILURES', 'IndexBuildFailed', 'index_failures', 'record_index_failure', 'clear_index_failure']
@@ -49,7 +50,6 @@ def _write_index_failures(folder, recs: dict):
 def record_index_failure(folder, system, domain: str, error: BaseException, llm=None, before=None, seconds=None) -> dict:
     """Record in `folder` that `system`'s build on `domain` failed: the error (secrets redacted), how long the build ran, what it
     cost the LLM until then (the fields of a finished index's `index.json`), and the system's context (a peer's package, version, log)."""
-    from fanin.systems.llm_indexes import llm_cost
     key_env = getattr(llm, "api_key_env", None)
     rec = {"system": system.name, "domain": domain, "folder": str(folder), "error_type": type(error).__name__,
            "error": redact(f"{type(error).__name__}: {error}", [os.environ.get(key_env, "")] if key_env else [])[:4000],

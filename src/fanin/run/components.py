@@ -21,6 +21,9 @@ from ..core.fingerprints import DamagedFile, usable
 from ..core.schema import Pack, RecordError, _dump, read_jsonl
 from ..core.fingerprints import quarantine
 from ..core.schema import dataset_gaps, snapshot_problem
+from ..judging.evidence import EvidenceJudge
+from ..judging.judges import Judge
+from ..systems.flat import System
 
 # %% auto #0
 __all__ = ['PACKAGES', 'load_dataset', 'make_system', 'make_judge', 'make_evidence_judge', 'index_store', 'run_dir', 'git_commit',
@@ -42,19 +45,16 @@ def load_dataset(cfg: DictConfig):
 # %% ../../../nbs/06a_components.ipynb #5fc4f61e
 def make_system(cfg: DictConfig):
     "The system the config names (its `_target_`), with any embedder it declares; it must be a `fanin.systems.flat.System`."
-    from fanin.systems.flat import System
     return instantiate(cfg.system, expect=System)
 
 # %% ../../../nbs/06a_components.ipynb #90d93c51
 def make_judge(node: DictConfig):
     "An answer judge (`fanin.judging.judges.Judge`: declares `kind`, llm or proxy)."
-    from fanin.judging.judges import Judge
     return instantiate(node, expect=Judge)
 
 # %% ../../../nbs/06a_components.ipynb #da68fa3a
 def make_evidence_judge(node: DictConfig):
     "An evidence judge (`fanin.judging.evidence.EvidenceJudge`: declares `kind`, llm or deterministic)."
-    from fanin.judging.evidence import EvidenceJudge
     return instantiate(node, expect=EvidenceJudge)
 
 # %% ../../../nbs/06a_components.ipynb #473a2d0a

@@ -34,6 +34,7 @@ from ..core.schema import Answer, JsonlAppender, Pack, read_jsonl
 from .build_failures import IndexBuildFailed, clear_index_failure, record_index_failure
 from .components import (git_commit, index_store, load_dataset, make_evidence_judge, make_judge, make_system, run_dir,
                               versions, write_manifest, read_manifest, read_packs, write_records, answer_folder, judgment_folder)
+from ..judging.evidence import EvidenceJudgment
 
 # %% auto #0
 __all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'RUN_STAGES', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
@@ -374,7 +375,6 @@ def evidence_judge_nodes(cfg: DictConfig) -> list[DictConfig]:
 # %% ../../../nbs/07_pipeline.ipynb #pl_evidence
 def stage_evidence(cfg: DictConfig, ds, folder: Path, llm=None) -> pd.DataFrame:
     "Segment-level ER / EP of every pack under each evidence judge; writes evidence-<judge>.jsonl.gz and evidence_metrics.csv."
-    from fanin.judging.evidence import EvidenceJudgment
     packs = {p.instance_id: p for p in read_packs(folder)}
     insts = ds.instances()
     sample = {i.id for i in answer_sample(cfg, ds)}

@@ -21,6 +21,17 @@ from .plan_rates import Rate, bench_rates, cache_records, embed_rate, llm_rate, 
 from ..models.llm import LLM, LLMError, Ledger
 from ..models.llm_cache import read_ledger
 from ..core.fingerprints import code_fingerprint, corpus_fingerprint, read_stamps
+from ..core.schema import Answer, Pack, Unit, read_jsonl
+from ..judging.agreement import judge_check, load_cases
+from ..models.embeddings import EmbeddingCache, text_key
+from ..models.nlp import corpus_key, text_blocks
+from ..models.prompts import _FIELD, load_prompt
+from ..models.roles import make_llm, role_node
+from .components import answer_folder, index_store, load_dataset, make_evidence_judge, make_judge, read_packs, run_dir
+from .pipeline import RETRIEVAL_STAGES, STAGES, _topic, answer_sample, evidence_judge_nodes, judge_nodes, run_inputs, system_configs
+from .question_gen import QuestionGenerator, counts_of
+from ..systems.flat import System, WorkLog
+from ..systems.llm_indexes import ask_each
 
 # %% auto #0
 __all__ = ['STANDIN_CHARS', 'PLAN_COLUMNS', 'DryRun', 'light_system', 'index_state', 'unit_texts', 'window_texts', 'Planner',
@@ -91,7 +102,6 @@ def unit_texts(system, corpus) -> list[str]:
 # %% ../../../nbs/10b_plan.ipynb #fc15f1d1
 def window_texts(system, corpus) -> list[str]:
     "The texts a system's build embeds that are known before it runs, as it declares them (`System.plan_index`, exact windows)."
-    from fanin.systems.flat import WorkLog
     log = WorkLog(corpus)
     system.plan_index(log)
     return [t for texts, basis in log.windows_made if basis == "exact" for t in texts]
@@ -104,8 +114,6 @@ class Planner:
     "The model work of `fanin run <overrides> --stages <stages>`, counted without calling a model (see above)."
     def __init__(self, overrides: Sequence[str] = (), stages: Sequence[str] | None = None, tokens_per_s: float | None = None,
                  windows_per_s: float | None = None, chars_per_s: float | None = None):
-        from fanin.run.components import load_dataset
-        from fanin.run.pipeline import RETRIEVAL_STAGES, STAGES, system_configs
         self.overrides = list(overrides)
         self.cfgs = system_configs(self.overrides)
         for c in self.cfgs: check_params(c)
@@ -121,7 +129,6 @@ class Planner:
 
     def llm(self, role: str) -> DryRun:
         "The role's LLM as a dry run (one per distinct role config, as `make_llms` shares them)."
-        from fanin.models.roles import role_node, make_llm
         key = json.dumps(OmegaConf.to_container(role_node(self.cfg, role), resolve=True), sort_keys=True)
         if key not in self._llms: self._llms[key] = DryRun(make_llm(self.cfg, role=role), self.records, self.seen_keys)
         return self._llms[key]
@@ -160,7 +167,6 @@ Planner._flush = _flush
 def _windows(self: Planner, stage, system_name, domain, cfg, texts, basis="exact", lookup: bool = True):
     """A row for embedding `texts` with the configured embedder: looked up in the embedding cache by (embedder name, text);
     `lookup=False` for texts embedded without the cache (queries)."""
-    from fanin.models.embeddings import EmbeddingCache, text_key
     name = embedder_name(cfg.embedder)
     keys = list(dict.fromkeys(text_key(t) for t in texts)) if lookup else list(range(len(texts)))
     cache_f = resolve_path(cfg.paths.cache) / "embeddings.sqlite"
@@ -183,8 +189,6 @@ Planner.windows = _windows
 # %% ../../../nbs/10b_plan.ipynb #243ec93e
 def _index(self: Planner, cfg: DictConfig, domain: str, label: str | None = None):
     "The index stage of one system over one domain: nothing when built; else the model work the system declares (`plan_index`)."
-    from fanin.run.components import index_store
-    from fanin.systems.flat import System
     name, corpus = label or cfg.system.name, self.ds.corpus(domain)
     state = index_state(cfg, index_store(cfg, domain), corpus) if label is None else "missing"
     if state == "built":
@@ -202,7 +206,6 @@ def _index(self: Planner, cfg: DictConfig, domain: str, label: str | None = None
 # %% ../../../nbs/10b_plan.ipynb #e1d6b87f
 def _parse(self: Planner, name: str, domain: str, system, corpus):
     "A row for the spaCy parse an entity-graph build makes (shared: one cache file per corpus and settings)."
-    from fanin.models.nlp import corpus_key, text_blocks
     f = resolve_path(system.nlp_cache) / f"{corpus.name.replace('/', '_')}-{corpus_key(corpus, block_chars=system.block_chars)}.npz"
     blocks = sum(len(text_blocks(d.text, system.block_chars)) for d in corpus)
     done = f.exists() or f in self.seen_parses
@@ -243,13 +246,11 @@ class Work:
         if texts: self.planner.windows(self.stage, self.name, self.domain, self.cfg, list(texts), basis)
 
     def ask_each(self, prompt: str, fields: list, exact: bool = True, upper: bool = False):
-        from fanin.systems.llm_indexes import ask_each
         self.llm.tags = {"domain": self.domain, "exact": exact, "upper": upper}
         ask_each(self.llm, prompt, fields, self.name, stage=self.stage)
 
     def ask_upto(self, prompt: str, field: str, chars: int, calls: int):
         "At most `calls` calls of `prompt`, each on a distinct stand-in `field` of `chars` characters; then their outputs embedded."
-        from fanin.models.prompts import _FIELD, load_prompt
         p = load_prompt(prompt)
         fields = {f: (self.standin(chars) if f == field else "") for f in _FIELD.findall(p.system + p.user)}
         for i in range(calls):
@@ -279,8 +280,6 @@ Planner.router_index = _router_index
 # %% ../../../nbs/10b_plan.ipynb #54976f29
 def _packs(self: Planner, cfg: DictConfig) -> dict | None:
     "The run folder's packs by question when they are finished and made from today's inputs (the pipeline reuses them), else None."
-    from fanin.run.components import read_packs, run_dir
-    from fanin.run.pipeline import run_inputs
     folder = run_dir(cfg, self.ds)
     if not (folder / "packs.jsonl.gz").exists(): return None
     old = read_stamps(folder).get("retrieve") or {}
@@ -291,7 +290,6 @@ def _packs(self: Planner, cfg: DictConfig) -> dict | None:
 # %% ../../../nbs/10b_plan.ipynb #38570a3a
 def _standin_pack(self: Planner, cfg: DictConfig, system, inst):
     "A pack like the one the system would return for `inst` (see above); (pack, exact)."
-    from fanin.core.schema import Pack, Unit
     corpus, name = self.ds.corpus(inst.domain), cfg.system.name
     known = system.plan_pack(inst, corpus) if system is not None else None   # a pack known before the system runs
     if known is not None: return Pack(instance_id=inst.id, system=name, units=known), True
@@ -329,8 +327,6 @@ Planner.retrieve = _retrieve
 # %% ../../../nbs/10b_plan.ipynb #d07a6029
 def _evidence(self: Planner, cfg: DictConfig, packs: dict | None):
     "The LLM evidence judges over the answer sample's packs (deterministic judges cost no model)."
-    from fanin.run.components import make_evidence_judge
-    from fanin.run.pipeline import answer_sample, evidence_judge_nodes
     judges = [j for j in map(make_evidence_judge, evidence_judge_nodes(cfg)) if j.kind == "llm"]
     if not judges: return
     dry, system = self.llm("llm"), light_system(cfg)
@@ -343,8 +339,6 @@ def _evidence(self: Planner, cfg: DictConfig, packs: dict | None):
 # %% ../../../nbs/10b_plan.ipynb #1f717a6e
 def _reader(self: Planner, cfg: DictConfig):
     "The reader the answer stage uses (asked for a rationale when a judge of the run grades one)."
-    from fanin.run.components import make_judge
-    from fanin.run.pipeline import judge_nodes
     reader = instantiate(cfg.reader)
     if "judge" in self.stages and any(make_judge(n).needs_rationale for n in judge_nodes(cfg)): reader = reader.with_rationale()
     return reader
@@ -354,8 +348,6 @@ Planner.evidence, Planner.reader = _evidence, _reader
 # %% ../../../nbs/10b_plan.ipynb #52ac00c2
 def _answer(self: Planner, cfg: DictConfig, packs: dict | None) -> list:
     "The reader's calls over the answer sample; returns the answers the judges will see (real ones replayed, else stand-ins)."
-    from fanin.run.pipeline import _topic, answer_sample
-    from fanin.core.schema import Answer
     from hydra.utils import get_class
     dry, system, reader = self.llm("reader"), light_system(cfg), self.reader(cfg)
     closed_book, out = get_class(cfg.system._target_).closed_book, []
@@ -374,9 +366,6 @@ def _answer(self: Planner, cfg: DictConfig, packs: dict | None) -> list:
 # %% ../../../nbs/10b_plan.ipynb #299fc9e6
 def _judge(self: Planner, cfg: DictConfig, answers: list):
     "The LLM answer judges over the answers, and each LLM judge's agreement check on its labelled cases (once a judge and model)."
-    from fanin.run.components import make_judge
-    from fanin.judging.agreement import judge_check, load_cases
-    from fanin.run.pipeline import judge_nodes
     judges = [j for j in map(make_judge, judge_nodes(cfg)) if j.kind == "llm"]
     if not judges: return
     dry, insts = self.llm("judge"), {i.id: i for i in self.ds.instances()}
@@ -394,9 +383,6 @@ Planner.answer, Planner.judge = _answer, _judge
 # %% ../../../nbs/10b_plan.ipynb #b196020a
 def _existing_answers(self: Planner, cfg: DictConfig) -> list:
     "The answers a judge-only run would judge: the run folder's answers of this reader, or none (the judge stage would stop)."
-    from fanin.run.components import answer_folder, run_dir
-    from fanin.models.roles import make_llm
-    from fanin.core.schema import Answer, read_jsonl
     f = answer_folder(cfg, run_dir(cfg, self.ds), make_llm(cfg, role="reader"), self.reader(cfg)) / "answers.jsonl"
     if f.exists(): return read_jsonl(f, Answer)
     self.notes.append(f"{cfg.system.name}: no answers at {f} to judge; the judge stage would stop there")
@@ -420,7 +406,6 @@ def _run(self: Planner) -> "Plan":
 # %% ../../../nbs/10b_plan.ipynb #9f4f5721
 def _generate(self: Planner):
     "`fanin generate`'s calls on the configured `llm` (`QuestionGenerator.plan`): an upper bound, every candidate checked."
-    from fanin.run.question_gen import QuestionGenerator, counts_of
     dry, domain = self.llm("llm"), self.ds.domains[0]
     est = QuestionGenerator(dry.llm, counts_of(self.cfg), int(self.cfg.generate.seed)).plan(self.ds, domain)
     self.add("generate", "question_gen", domain, "llm", dry.llm.model, est["calls"], 0, est["prompt_tokens"], est["completion_tokens_at_most"],

@@ -22,6 +22,8 @@ from ..core.text import lexical_tokens
 from ..data.wildgraphbench import page_file_name
 from ..core.config import ConfigError, compose
 from ..core.schema import HasTopics
+from ..models.roles import make_llms
+from .components import load_dataset
 
 # %% auto #0
 __all__ = ['GEN_PROMPTS', 'page_urls', 'overlap', 'Candidate', 'QuestionGenerator', 'candidate', 'generate', 'plan',
@@ -196,8 +198,6 @@ def generate_main(overrides, out, plan_only: bool = False, log=print):
     """`fanin generate <overrides> --out PATH`: questions over the one domain of the configured dataset through the configured
     `llm` (its cache, ledger and `budget.usd`), as many as `generate.*` says; prints the plan first (as `fanin plan --stages
     generate` does); `plan_only`: the plan, and no call."""
-    from fanin.run.components import load_dataset
-    from fanin.models.roles import make_llms
     cfg = compose(list(overrides))
     ds = load_dataset(cfg)
     if len(ds.domains) != 1 or not isinstance(ds, HasTopics):

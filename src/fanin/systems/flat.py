@@ -19,6 +19,7 @@ from ..core.files import atomic_write, unfinished
 from ..judging.metrics import carries_page, unit_docs
 from ..core.schema import Corpus, Instance, Unit
 from ..core.text import TOKENIZERS, chunk_spans, lexical_tokens
+from ..models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
 
 # %% auto #0
 __all__ = ['LOSS_STEPS', 'CLOSEST_CHARS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished',
@@ -513,7 +514,6 @@ class DenseSystem(ChunkedSystem):
 
     def _build(self, corpus, folder):
         import faiss
-        from fanin.models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
         self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
         texts, self.window_owner = self._windows()
         cache = EmbeddingCache(self.cache_path) if self.cache_path else None

@@ -24,6 +24,7 @@ from fastcore.basics import patch
 from ..models.embeddings import EmbeddingCache, embed_with_cache
 from ..models.llm import LLM, EndpointError, LLMError, Reply
 from ..core.config import instantiate, resolve_path
+from ..models.roles import make_llm
 
 # %% auto #0
 __all__ = ['SAMPLING_PARAMS', 'GATEWAY_FIELDS', 'BadRequest', 'chat_arguments', 'completion', 'stream_events', 'embedding_inputs',
@@ -135,6 +136,9 @@ def embedding_object(vectors: np.ndarray, model: str, tokens: int, encoding_form
     return {"object": "list", "model": model, "usage": {"prompt_tokens": int(tokens), "total_tokens": int(tokens)},
             "data": [{"object": "embedding", "index": i, "embedding": enc(v)} for i, v in enumerate(rows)]}
 
+# %% ../../../nbs/29_gateway.ipynb #e5889cd1
+from ..core.config import redact
+
 # %% ../../../nbs/29_gateway.ipynb #e87680c1
 def error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict:
     "OpenAI's error shape."
@@ -142,7 +146,6 @@ def error_body(message: str, kind: str, param: str | None = None, code: str | No
 
 
 # `redact` (a secret or anything shaped like an API key replaced) lives in fanin.core.config, beneath every layer that writes text
-from ..core.config import redact
 
 # %% ../../../nbs/29_gateway.ipynb #gw10
 GATEWAY_FIELDS = ("chat_requests", "chat_errors", "empty_replies", "embedding_requests", "embedding_texts", "embedding_hits",
@@ -496,7 +499,6 @@ def gateway_from_config(cfg, ledger=None, role: str = "llm", **kw) -> Gateway:
     "The gateway of a composed config: `make_llm(cfg, ledger, role)`, `instantiate(cfg.embedder)`, `paths.cache/embeddings.sqlite`."
     from omegaconf import OmegaConf
 
-    from fanin.models.roles import make_llm
     node = cfg.get("gateway") if hasattr(cfg, "get") else None
     settings = {**(OmegaConf.to_container(node, resolve=True) if node is not None else {}), **kw}
     llm = make_llm(cfg, ledger, role=role)

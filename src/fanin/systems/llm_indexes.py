@@ -14,6 +14,11 @@ from fastcore.basics import patch
 from ..core.schema import Unit
 from ..judging.metrics import carries_page
 from .flat import ChunkedSystem, chunk_corpus, locate_in_ranking
+from ..models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
+from ..models.llm import LLMError
+from ..models.nlp import ParsedCorpus, chunk_mentions, link_query, parse_corpus
+from ..models.prompts import load_prompt
+from .graphs import CoMentionGraph, comention_stats
 
 # %% auto #0
 __all__ = ['ask_each', 'llm_cost', 'write_failures', 'embed_texts', 'node_units', 'steady_mixture', 'soft_clusters',
@@ -23,8 +28,6 @@ __all__ = ['ask_each', 'llm_cost', 'write_failures', 'embed_texts', 'node_units'
 def ask_each(llm, prompt_name: str, fields: list[dict], system: str, stage: str = "index") -> list[tuple[object, str | None]]:
     """One LLM call per item through the lab's cache: (the parsed JSON, or the reply text when the prompt has no schema; error or None).
     A failed call is returned with its error, never raised, so a build keeps what it finished and records what it did not."""
-    from fanin.models.llm import LLMError
-    from fanin.models.prompts import load_prompt
     if llm is None: raise RuntimeError(f"{system}: this index is built with an LLM; the pipeline passes the run's `llm` (fanin run ...)")
     prompt = load_prompt(prompt_name)
 
@@ -58,7 +61,6 @@ def write_failures(folder, failures: list[dict]):
 # %% ../../../nbs/21_llm_indexes.ipynb #428abf4e
 def embed_texts(embedder, texts: list[str], cache_path=None, stats: dict | None = None) -> np.ndarray:
     "Vectors of `texts` through the embedding cache; `stats` (a system's `embed_stats`) gets this call's counts."
-    from fanin.models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
     if not texts: return np.zeros((0, embedder.dim), dtype=np.float32)
     vecs, st = embed_with_cache(embedder, texts, EmbeddingCache(cache_path) if cache_path else None, progress=False)
     if stats is not None: add_embed_stats(stats, st)
@@ -252,8 +254,6 @@ class CommunitySystem(ChunkedSystem):
 def _build(self: CommunitySystem, corpus, folder):
     import faiss
     import networkx as nx
-    from fanin.systems.graphs import CoMentionGraph, comention_stats
-    from fanin.models.nlp import parse_corpus
     before = self.llm.ledger.totals() if self.llm is not None else None
     self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
     self.parsed = parse_corpus(corpus, self.nlp_cache, n_process=self.n_process, block_chars=self.block_chars, progress=self.progress)
@@ -302,7 +302,6 @@ def _build(self: CommunitySystem, corpus, folder):
 @patch
 def _chunk_entities(self: CommunitySystem):
     "Entity id -> chunks that mention it."
-    from fanin.models.nlp import chunk_mentions
     self.entity_chunks: dict[int, set] = {}
     for i, es in enumerate(chunk_mentions(self.parsed, self.chunks)):
         for e in es: self.entity_chunks.setdefault(e, set()).add(i)
@@ -311,8 +310,6 @@ def _chunk_entities(self: CommunitySystem):
 @patch
 def _load(self: CommunitySystem, folder):
     import faiss
-    from fanin.systems.graphs import CoMentionGraph
-    from fanin.models.nlp import ParsedCorpus
     self._load_chunks(folder)
     self.parsed, self.graph = ParsedCorpus.load(folder / "parsed.npz"), CoMentionGraph.load(folder / "graph.npz")
     d = json.loads((folder / "community.json").read_text())
@@ -336,7 +333,6 @@ def retrieve(self: CommunitySystem, query, k, instance=None):
 # %% ../../../nbs/21_llm_indexes.ipynb #9d275b01
 @patch
 def _local(self: CommunitySystem, query, k):
-    from fanin.models.nlp import link_query
     v1 = link_query(query, self.parsed.entity_id, self.max_ngram)
     if not v1: return []
     score: dict[int, float] = {}
@@ -396,7 +392,6 @@ def locate(self: MemorySystem, query, docs, instance=None):
 # %% ../../../nbs/21_llm_indexes.ipynb #e5783a3b
 @patch
 def locate(self: CommunitySystem, query, docs, instance=None):
-    from fanin.models.nlp import link_query
     self._need_index()
     if self.mode == "global":
         gone = {d: "summarised away: no community report carries its wording" for d in docs

@@ -15,6 +15,9 @@ from ..models.nlp import chunk_mentions, link_query, normalize_entity, parse_cor
 from ..core.schema import Corpus
 from .flat import ChunkedSystem, bm25_from_tokens, chunk_corpus, load_bm25, save_bm25, top_k
 from ..core.text import lexical_tokens
+from ..models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
+from .graphs import graph_stats
+from .llm_indexes import ask_each, llm_cost, write_failures
 
 # %% auto #0
 __all__ = ['personalized_pagerank', 'transition_matrix', 'PPRSystem']
@@ -82,7 +85,6 @@ def _ner_relations(self: PPRSystem, corpus):
 @patch
 def _llm_relations(self: PPRSystem, corpus):
     "Passage -> entity names and subject–object pairs from OpenIE triples the LLM extracts (failures recorded, never dropped silently)."
-    from fanin.systems.llm_indexes import ask_each
     replies = ask_each(self.llm, self.prompt, [{"passage": self.chunk_text(i)} for i in range(len(self.chunks))], self.name)
     mentions, pairs, failures = [[] for _ in self.chunks], [], []
     for i, (parsed, err) in enumerate(replies):
@@ -101,7 +103,6 @@ def _synonyms(self: PPRSystem, names: list[str], counts: dict[str, int]):
     "Pairs of frequent entity names whose embeddings' cosine similarity reaches the threshold."
     if self.embedder is None or self.synonym_threshold is None: return []
     import faiss
-    from fanin.models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
     cand = [n for n in names if counts[n] >= self.synonym_min_mentions]
     if len(cand) < 2: return []
     cache = EmbeddingCache(self.cache_path) if self.cache_path else None
@@ -146,7 +147,6 @@ def _build(self: PPRSystem, corpus, folder):
     self.T, self.dangling = transition_matrix(g, list(range(P + len(names))))
     toks = [lexical_tokens(self.chunk_text(i)) for i in range(P)]
     self.bm25 = bm25_from_tokens(toks)
-    from fanin.systems.graphs import graph_stats
     deg = np.array([d for _, d in g.degree()], dtype=np.int64)
     stats = graph_stats(g.number_of_nodes(), deg, g.number_of_edges(), passages=P, entities=len(names),
                         synonym_edges=len(syn), relation_pairs=len(pairs))
@@ -157,9 +157,7 @@ def _build(self: PPRSystem, corpus, folder):
         np.savez(folder / "ppr.npz", passages_of=self.passages_of, dangling=self.dangling)
         sp.save_npz(folder / "transition.npz", self.T)
         save_bm25(folder / "bm25_tokens.json.gz", toks)
-        from fanin.systems.llm_indexes import write_failures
         write_failures(folder, info.get("llm_failures", []))
-    from fanin.systems.llm_indexes import llm_cost
     return {"n_units": P, "graph": stats, "relations_seconds": round(t_rel, 2), **(llm_cost(self.llm, before) if self.mode == "llm" else {}),
             **{k: (len(v) if k == "llm_failures" else v) for k, v in info.items()}}
 

@@ -16,6 +16,8 @@ import pandas as pd
 from ..judging.metrics import unit_docs
 from .flat import System, loss
 from ..core.config import instantiate
+from ..models.llm import LLMError
+from ..models.prompts import load_prompt
 
 # %% auto #0
 __all__ = ['split_of', 'shape_features', 'FanInClassifier', 'llm_fan_in', 'train_dataset_node', 'RouterSystem', 'routing_report',
@@ -85,8 +87,6 @@ class FanInClassifier:
 # %% ../../../nbs/22_router.ipynb #e4eb466a
 def llm_fan_in(llm, question: str, prompt: str = "fanin_estimate", system: str = "router") -> int:
     "The LLM's estimate of how many source documents a question needs (raises LLMError when it cannot say)."
-    from fanin.models.llm import LLMError
-    from fanin.models.prompts import load_prompt
     p = load_prompt(prompt)
     r = llm.chat(p.messages(question=question), stage="retrieve", system=system, prompt_version=p.id, schema=p.schema)
     n = r.parsed.get("documents")
@@ -214,7 +214,6 @@ def routing_report(router_folder, component_folders=(), bins=None) -> tuple[pd.D
 # %% ../../../nbs/22_router.ipynb #3510f4e5
 def plan_router_queries(node, work, instances) -> None:
     "`estimator=llm`: one fan-in estimate per question, asked of the LLM (the classifier costs no model)."
-    from fanin.models.llm import LLMError
     if node.get("estimator") != "llm": return
     for i in instances:
         try: llm_fan_in(work.llm, i.query, node.get("prompt", "fanin_estimate"), work.name)
