@@ -202,11 +202,11 @@ def corpus_key(corpus: Corpus, **settings) -> str:
     return h.hexdigest()[:16]
 
 # %% ../../../nbs/18_nlp.ipynb #cede056e
-# 65 lines, kept whole: one streaming pass (spaCy pipe over blocks) that fills four parallel arrays; split, the arrays'
-# bookkeeping would cross function boundaries
 def parse_corpus(corpus: Corpus, cache_dir=None, n_process: int = 1, block_chars: int = 20_000, batch_size: int = 32,
                  progress: bool = False) -> ParsedCorpus:
-    "Parse every document once (or load the cached parse): sentences, normalised entity mentions, sentence and frame groups."
+    """Parse every document once (or load the cached parse): sentences, normalised entity mentions, sentence and frame groups.
+    Kept whole: one streaming pass (spaCy pipe over blocks) fills four parallel arrays; split, their bookkeeping would cross
+    function boundaries."""
     import time
     key = corpus_key(corpus, block_chars=block_chars)
     cache_f = resolve_path(cache_dir) / f"{corpus.name.replace('/', '_')}-{key}.npz" if cache_dir else None

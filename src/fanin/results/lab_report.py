@@ -313,9 +313,9 @@ def markdown_table(df: pd.DataFrame, pct=("er", "ep", "hit"), floatfmt: str = "g
     return d.to_markdown(index=False, floatfmt=floatfmt)
 
 # %% ../../../nbs/08_lab_report.ipynb #93d167e6
-# 61 lines, kept whole: the report's sections in reading order, each a few lines of Markdown
 def write_report(folders, name: str, bins, data_dir=None, topk: pd.DataFrame | None = None, out=None) -> Path:
-    "outputs/report.md: the setting, data resolution, and the experiment's tables (ER/EP/hit in %)."
+    """outputs/report.md: the setting, data resolution, and the experiment's tables (ER/EP/hit in %).
+    Kept whole: the report's sections in reading order, each a few lines of Markdown."""
     out = Path(out or resolve_path("outputs") / "report.md")
     ms = manifests(folders)
     df = collect(folders)

@@ -37,9 +37,9 @@ from .components import (git_commit, index_store, load_dataset, make_evidence_ju
 from ..judging.evidence import EvidenceJudgment
 
 # %% auto #0
-__all__ = ['KEPT', 'RETRIEVAL_STAGES', 'STAGES', 'RUN_STAGES', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
-           'check_run_inputs', 'stage_index', 'PackFiles', 'stage_retrieve', 'stage_evaluate', 'stage_tables',
-           'answer_sample', 'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node',
+__all__ = ['RETRIEVAL_STAGES', 'STAGES', 'RUN_STAGES', 'wait_for_lock', 'integrity_policy', 'index_inputs', 'run_inputs',
+           'PackFiles', 'RunFolder', 'check_run_inputs', 'stage_index', 'stage_retrieve', 'stage_evaluate',
+           'stage_tables', 'answer_sample', 'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node',
            'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'needs_llm', 'require_context', 'needs_llm_server',
            'run_answers', 'run_system', 'RunState', 'RunStage', 'system_configs', 'run', 'collect']
 
@@ -76,53 +76,6 @@ def run_inputs(cfg: DictConfig, ds, system=None) -> dict:
             "corpus": {d: corpus_fingerprint(ds.corpus(d)) for d in ds.domains},
             "code": code_fingerprint(), "system": system_hash(cfg), "k": [cfg.k, cfg.get("k_summary")],
             "models": model_fingerprint(system)}
-
-# %% ../../../nbs/07_pipeline.ipynb #pl_check
-KEPT = {"manifest.json", "stamps.json"}
-
-
-def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], log=print) -> dict:
-    """Compare the folder's record of its inputs with the current ones before any stage reuses its contents. Stale contents
-    (packs, metrics, tables, answers, judgments) are removed and recomputed, or refused (`integrity.on_change`); the new
-    inputs are recorded before the work starts, so partial files resume only under the same inputs."""
-    inputs = run_inputs(cfg, ds)
-    contents = [p for p in folder.iterdir() if p.name not in KEPT and not p.name.startswith(".")] if folder.exists() else []
-    if not check_stamp(folder, "retrieve", inputs, contents, integrity_policy(cfg), log=log):
-        if contents and "retrieve" not in stages and set(stages) - {"index"}:   # a stage that reads the packs cannot go on without them
-            raise ConfigError(f"{folder}: its packs were made from other inputs and were removed; run the retrieve stage "
-                              f"(fanin run ... --stages retrieve,evaluate,{','.join(stages)})")
-        write_stamp(folder, "retrieve", inputs)
-    return inputs
-
-# %% ../../../nbs/07_pipeline.ipynb #pl_index
-def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None, folder: Path | None = None):
-    """Build or load the system's index over one domain; returns the system ready to retrieve. LLM-built indexes get the run's `llm`.
-    `folder`: the run folder, where a build that fails is recorded (`index_failures.json`, then IndexBuildFailed is raised) and
-    where that record is cleared once a later build succeeds. Without it the build's own error propagates."""
-    system, store = make_system(cfg), index_store(cfg, domain)
-    corpus = ds.corpus(domain)
-    inputs = index_inputs(cfg, system, corpus, llm)
-    if system.needs_llm:
-        if llm is None:  # loading without an LLM: the index's own record says which LLM built it
-            if not (store / "index.json").exists():
-                raise ConfigError(f"system {cfg.system.name} builds its index with an LLM; run it through `fanin run` (which starts one)")
-            inputs["llm"] = read_stamps(store, "inputs.json").get("index", {}).get("llm")
-        system.llm = llm
-    with exclusive(store, f"the {cfg.system.name} index of {domain}", wait_for_lock(cfg)):  # one builder; others wait, then load it
-        check_stamp(store, "index", inputs, [store], integrity_policy(cfg), name="inputs.json")
-        failed = json.loads((store / "index.json").read_text()).get("llm_failed", 0) if finished(store / "index.json") else 0
-        if failed and llm is not None:  # failures heal: rebuild; the calls that succeeded replay from the LLM cache at no cost
-            print(f"{store}: the index recorded {failed} failed LLM call(s); rebuilding to retry them")
-            shutil.rmtree(store)
-        before, t0 = (llm.ledger.totals() if llm is not None else None), time.perf_counter()
-        try: system.index(corpus, store)
-        except ConfigError: raise   # a configuration that cannot run here: the user's to fix, not a build to record and retry
-        except Exception as e:
-            if folder is None: raise
-            raise IndexBuildFailed(record_index_failure(folder, system, domain, e, llm, before, time.perf_counter() - t0)) from e
-        write_stamp(store, "index", inputs, name="inputs.json")
-    if folder is not None: clear_index_failure(folder, domain)
-    return system
 
 # %% ../../../nbs/07_pipeline.ipynb #994761c2
 class PackFiles:
@@ -168,10 +121,87 @@ class PackFiles:
         write_records(self.final, (packs[i] for i in kept))
         self.partial.unlink()
 
+# %% ../../../nbs/07_pipeline.ipynb #963ff28a
+class RunFolder:
+    "One run folder and what it holds: its input stamps, manifest, pack files, answer folders and current-answers pointer."
+    KEPT = ("manifest.json", "stamps.json")   # what a change of inputs leaves: the record of the run and of its inputs
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.packs = PackFiles(self.path)
+
+    def contents(self) -> list[Path]:
+        "What the run made (everything but its records and hidden files): what a change of inputs makes stale."
+        return [p for p in self.path.iterdir() if p.name not in self.KEPT and not p.name.startswith(".")] if self.path.exists() else []
+
+    def check_inputs(self, inputs: dict, policy: str, stages: Sequence[str], log=print) -> dict:
+        """Compare the folder's record of its inputs with `inputs` before any stage reuses its contents: stale contents are
+        removed and recomputed, or refused (`policy`); the new inputs are recorded before the work starts, so partial files
+        resume only under the same inputs. A stage that reads the packs without retrieving them stops after a change."""
+        contents = self.contents()
+        if not check_stamp(self.path, "retrieve", inputs, contents, policy, log=log):
+            if contents and "retrieve" not in stages and set(stages) - {"index"}:
+                raise ConfigError(f"{self.path}: its packs were made from other inputs and were removed; run the retrieve stage "
+                                  f"(fanin run ... --stages retrieve,evaluate,{','.join(stages)})")
+            write_stamp(self.path, "retrieve", inputs)
+        return inputs
+
+    def manifest(self, **fields) -> dict:
+        "Add `fields` to the run's manifest (`write_manifest`)."
+        return write_manifest(self.path, **fields)
+
+    def answers(self, cfg: DictConfig, llm, reader) -> Path:
+        "The answer folder of this reader, reader model and sample (`answer_folder`)."
+        return answer_folder(cfg, self.path, llm, reader)
+
+    def point_to(self, answers: Path) -> None:
+        "Record `answers` as the answers the tables read (`answers.current`)."
+        atomic_write(self.path / "answers.current", Path(answers).name + "\n")
+
+    def current_answers(self) -> Path | None:
+        "The answer folder the last answer or judge stage used, or None when no stage has answered here."
+        ptr = self.path / "answers.current"
+        return self.path / ptr.read_text(encoding="utf-8").strip() if ptr.exists() else None
+
+# %% ../../../nbs/07_pipeline.ipynb #pl_check
+def check_run_inputs(cfg: DictConfig, ds, folder: Path, stages: Sequence[str], log=print) -> dict:
+    "The run's current inputs (`run_inputs`) against the folder's record of them, under `integrity.on_change` (`RunFolder.check_inputs`)."
+    return RunFolder(folder).check_inputs(run_inputs(cfg, ds), integrity_policy(cfg), stages, log=log)
+
+# %% ../../../nbs/07_pipeline.ipynb #pl_index
+def stage_index(cfg: DictConfig, ds, domain: str, llm: LLM | None = None, folder: Path | None = None):
+    """Build or load the system's index over one domain; returns the system ready to retrieve. LLM-built indexes get the run's `llm`.
+    `folder`: the run folder, where a build that fails is recorded (`index_failures.json`, then IndexBuildFailed is raised) and
+    where that record is cleared once a later build succeeds. Without it the build's own error propagates."""
+    system, store = make_system(cfg), index_store(cfg, domain)
+    corpus = ds.corpus(domain)
+    inputs = index_inputs(cfg, system, corpus, llm)
+    if system.needs_llm:
+        if llm is None:  # loading without an LLM: the index's own record says which LLM built it
+            if not (store / "index.json").exists():
+                raise ConfigError(f"system {cfg.system.name} builds its index with an LLM; run it through `fanin run` (which starts one)")
+            inputs["llm"] = read_stamps(store, "inputs.json").get("index", {}).get("llm")
+        system.llm = llm
+    with exclusive(store, f"the {cfg.system.name} index of {domain}", wait_for_lock(cfg)):  # one builder; others wait, then load it
+        check_stamp(store, "index", inputs, [store], integrity_policy(cfg), name="inputs.json")
+        failed = json.loads((store / "index.json").read_text()).get("llm_failed", 0) if finished(store / "index.json") else 0
+        if failed and llm is not None:  # failures heal: rebuild; the calls that succeeded replay from the LLM cache at no cost
+            print(f"{store}: the index recorded {failed} failed LLM call(s); rebuilding to retry them")
+            shutil.rmtree(store)
+        before, t0 = (llm.ledger.totals() if llm is not None else None), time.perf_counter()
+        try: system.index(corpus, store)
+        except ConfigError: raise   # a configuration that cannot run here: the user's to fix, not a build to record and retry
+        except Exception as e:
+            if folder is None: raise
+            raise IndexBuildFailed(record_index_failure(folder, system, domain, e, llm, before, time.perf_counter() - t0)) from e
+        write_stamp(store, "index", inputs, name="inputs.json")
+    if folder is not None: clear_index_failure(folder, domain)
+    return system
+
 # %% ../../../nbs/07_pipeline.ipynb #922bc2e7_1
 def stage_retrieve(cfg: DictConfig, ds, folder: Path, llm: LLM | None = None) -> dict:
     "Retrieve a pack for every question, resuming where an earlier pass stopped (`PackFiles`); returns per-domain index statistics."
-    files, index_stats = PackFiles(folder), {}
+    files, index_stats = RunFolder(folder).packs, {}
     have = files.finished()
     if have is not None:
         missing = len(ds.instances()) - len({p.instance_id for p in have})
@@ -283,7 +313,8 @@ def _check_failures(cfg, what: str, rows, where: Path):
 # %% ../../../nbs/07_pipeline.ipynb #pl_answer
 def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
     "Answer the sample's questions from the run's packs; writes answers.jsonl (failed calls are rows with the reason)."
-    out = answer_folder(cfg, folder, llm, reader)
+    run = RunFolder(folder)
+    out = run.answers(cfg, llm, reader)
     out.mkdir(parents=True, exist_ok=True)
     packs = {p.instance_id: p for p in read_packs(folder)}
     hints = {d: _topic(ds, d) for d in ds.domains}
@@ -304,7 +335,7 @@ def stage_answer(cfg: DictConfig, ds, folder: Path, llm, reader) -> Path:
     write_manifest(out, reader=reader.setting(), llm=llm.setting() if reader.needs_llm else None, negotiated=llm.negotiated(), tokenizer=llm.tokenizer,
                    questions=len(rows), failed=sum(r.status == "failed" for r in rows),
                    truncated=sum(bool(m.get("truncated")) for m in shown), cut_answers=sum(bool(r.meta.get("cut")) for r in rows))
-    atomic_write(folder / "answers.current", out.name + "\n")
+    run.point_to(out)
     return out
 
 # %% ../../../nbs/07_pipeline.ipynb #b2c4e6a2_1
@@ -354,7 +385,7 @@ def stage_judge(cfg: DictConfig, ds, out: Path, llm, judges) -> pd.DataFrame:
     with atomic_open(out / "answer_metrics.csv") as f: df.to_csv(f, index=False)
     write_manifest(out, judges=[{**j.setting(), "model": llm.model if j.kind == "llm" else "rules",
                                  "agreement": agreement(j, llm if j.kind == "llm" else None)} for j, _, _ in frames])
-    atomic_write(out.parent / "answers.current", out.name + "\n")
+    RunFolder(out.parent).point_to(out)
     for judge, _, js in frames: _check_failures(cfg, f"judge {judge.name}", js, out)
     return df
 
@@ -445,7 +476,7 @@ def run_answers(cfg: DictConfig, stages: Sequence[str], ds, folder: Path, llms: 
     reader.check_inputs(ds)   # its own inputs (an answer file), read now: checked against the data before the run began
     if any(j.needs_rationale for j in judges): reader = reader.with_rationale()
     rllm = llms["reader"]
-    out = stage_answer(cfg, ds, folder, rllm, reader) if "answer" in stages else answer_folder(cfg, folder, rllm, reader)
+    out = stage_answer(cfg, ds, folder, rllm, reader) if "answer" in stages else RunFolder(folder).answers(cfg, rllm, reader)
     summary = {"answers": str(out.relative_to(folder)), "reader_model": reader.answer_model(rllm)}
     failures = []
     if "answer" in stages:
@@ -499,15 +530,18 @@ class RunState:
     summary: dict = field(default_factory=dict)
     failures: list = field(default_factory=list)
 
+    @property
+    def run(self) -> RunFolder: return RunFolder(self.folder)
+
 # %% ../../../nbs/07_pipeline.ipynb #46b326d3
 def _index_only(s: RunState):
     "Build (or load) every domain's index without retrieving (`--stages index`)."
-    write_manifest(s.folder, index={d: stage_index(s.cfg, s.ds, d, s.llm, s.folder).stats() for d in s.ds.domains})
+    s.run.manifest(index={d: stage_index(s.cfg, s.ds, d, s.llm, s.folder).stats() for d in s.ds.domains})
 
 # %% ../../../nbs/07_pipeline.ipynb #50259339
 def _retrieve(s: RunState):
     "Every question's pack (building or loading the indexes first)."
-    write_manifest(s.folder, index=stage_retrieve(s.cfg, s.ds, s.folder, s.llm))
+    s.run.manifest(index=stage_retrieve(s.cfg, s.ds, s.folder, s.llm))
 
 # %% ../../../nbs/07_pipeline.ipynb #cf186d50
 def _evaluate(s: RunState):
@@ -565,12 +599,12 @@ RUN_STAGES = (
 # %% ../../../nbs/07_pipeline.ipynb #c3658b7d
 def _run_system(cfg, stages, ds, folder: Path, llm, llms) -> Path:
     "One system through the stage table, between the integrity check and manifest before it and the ledger and manifest after."
-    t0 = time.time()
-    inputs = check_run_inputs(cfg, ds, folder, stages)
-    write_manifest(folder, inputs=inputs, run_key=folder.name, experiment=cfg.experiment_name, system=cfg.system.name,
-                   system_hash=system_hash(cfg), k=cfg.k, k_summary=cfg.get("k_summary"),
-                   config=OmegaConf.to_container(cfg, resolve=True), data=ds.snapshot(),
-                   versions=versions(), git_commit=git_commit(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    t0, run = time.time(), RunFolder(folder)
+    inputs = run.check_inputs(run_inputs(cfg, ds), integrity_policy(cfg), stages)
+    run.manifest(inputs=inputs, run_key=folder.name, experiment=cfg.experiment_name, system=cfg.system.name,
+                 system_hash=system_hash(cfg), k=cfg.k, k_summary=cfg.get("k_summary"),
+                 config=OmegaConf.to_container(cfg, resolve=True), data=ds.snapshot(),
+                 versions=versions(), git_commit=git_commit(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
     s = RunState(cfg, stages, ds, folder, llm, dict(llms or ({r: llm for r in ROLES} if llm is not None else {})), Ledger())
     for x in {id(v): v for v in s.llms.values()}.values(): x.ledger = s.ledger   # this run's calls only, every role's
     if llm is not None: llm.ledger = s.ledger
@@ -578,14 +612,14 @@ def _run_system(cfg, stages, ds, folder: Path, llm, llms) -> Path:
         if not stage.when(stages): continue
         try: stage.run(s)
         except IndexBuildFailed as e:   # recorded in the folder; the run is not finished
-            write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary={"index_failed": e.record}, finished=None)
+            run.manifest(stages=list(stages), seconds=round(time.time() - t0, 2), summary={"index_failed": e.record}, finished=None)
             raise
     if s.llms or llm is not None:
         s.ledger.write(folder / "ledger.json")
         s.summary["ledger"] = {k: v for k, v in s.ledger.to_dict().items() if k != "by_stage_system"}
     if s.failures: s.summary["stage_failures"] = s.failures
-    write_manifest(folder, stages=list(stages), seconds=round(time.time() - t0, 2), summary=s.summary,
-                   finished=None if s.failures else time.strftime("%Y-%m-%dT%H:%M:%S"))
+    run.manifest(stages=list(stages), seconds=round(time.time() - t0, 2), summary=s.summary,
+                 finished=None if s.failures else time.strftime("%Y-%m-%dT%H:%M:%S"))
     return folder
 
 # %% ../../../nbs/07_pipeline.ipynb #pl_configs
