@@ -41,7 +41,7 @@ __all__ = ['RETRIEVAL_STAGES', 'STAGES', 'RUN_STAGES', 'wait_for_lock', 'integri
            'PackFiles', 'RunFolder', 'check_run_inputs', 'stage_index', 'stage_retrieve', 'stage_evaluate',
            'stage_tables', 'answer_sample', 'StageFailed', 'stage_answer', 'answer_rows', 'stage_judge', 'group_node',
            'evidence_judge_nodes', 'stage_evidence', 'judge_nodes', 'needs_llm', 'require_context', 'needs_llm_server',
-           'run_answers', 'run_system', 'RunState', 'RunStage', 'system_configs', 'run', 'collect']
+           'run_answers', 'RunState', 'RunStage', 'run_system', 'system_configs', 'run', 'collect']
 
 # %% ../../../nbs/07_pipeline.ipynb #922bc2e7
 def _progress(cfg, it, **kw):
@@ -503,18 +503,6 @@ def run_answers(cfg: DictConfig, stages: Sequence[str], ds, folder: Path, llms: 
     if failures: summary["stage_failures"] = failures
     return summary
 
-# %% ../../../nbs/07_pipeline.ipynb #6b37d7cc_1
-def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, ds=None, llm: LLM | None = None,
-               llms: dict[str, LLM] | None = None) -> Path:
-    """Run one system (cfg.system) through the stages; returns its run folder. `llm` is the lab's LLM (LLM-built indexes,
-    LLM evidence judges); `llms` maps the roles to their LLMs (default: every role on `llm`, else on the config's)."""
-    ds = ds or load_dataset(cfg)
-    folder = run_dir(cfg, ds)
-    folder.mkdir(parents=True, exist_ok=True)
-    with exclusive(folder, f"the run {folder.name}", wait_for_lock(cfg)):  # one writer per run folder
-        return _run_system(cfg, stages, ds, folder, llm, llms)
-
-
 # %% ../../../nbs/07_pipeline.ipynb #0945900f
 @dataclass
 class RunState:
@@ -621,6 +609,18 @@ def _run_system(cfg, stages, ds, folder: Path, llm, llms) -> Path:
     run.manifest(stages=list(stages), seconds=round(time.time() - t0, 2), summary=s.summary,
                  finished=None if s.failures else time.strftime("%Y-%m-%dT%H:%M:%S"))
     return folder
+
+# %% ../../../nbs/07_pipeline.ipynb #6b37d7cc_1
+def run_system(cfg: DictConfig, stages: Sequence[str] = RETRIEVAL_STAGES, ds=None, llm: LLM | None = None,
+               llms: dict[str, LLM] | None = None) -> Path:
+    """Run one system (cfg.system) through the stages; returns its run folder. `llm` is the lab's LLM (LLM-built indexes,
+    LLM evidence judges); `llms` maps the roles to their LLMs (default: every role on `llm`, else on the config's)."""
+    ds = ds or load_dataset(cfg)
+    folder = run_dir(cfg, ds)
+    folder.mkdir(parents=True, exist_ok=True)
+    with exclusive(folder, f"the run {folder.name}", wait_for_lock(cfg)):  # one writer per run folder
+        return _run_system(cfg, stages, ds, folder, llm, llms)
+
 
 # %% ../../../nbs/07_pipeline.ipynb #pl_configs
 def system_configs(cfg_or_overrides) -> list[DictConfig]:
