@@ -24,7 +24,7 @@ from ..judging.metrics import carries, credit_agreement, credit_rule, doc_text
 from ..run.components import git_commit, load_dataset
 from ..judging.agreement import agreement_label
 from ..judging.judges import DEFAULT_CASES, answer_table
-from ..run.pipeline import collect
+from ..run.pipeline import RunFolder, collect
 
 # %% auto #0
 __all__ = ['CREDIT_SETS', 'setting_line', 'write_table', 'read_table', 'manifests', 'experiment_tables', 'answer_dirs',
@@ -85,9 +85,8 @@ def answer_dirs(folders) -> list[Path]:
     model or budget left on disk never mix into the current tables."""
     out = []
     for f in map(Path, folders):
-        ptr = f / "answers.current"
-        if ptr.exists():
-            d = f / ptr.read_text().strip()
+        d = RunFolder(f).current_answers()
+        if d is not None:
             why = unfinished(d / "answer_metrics.csv")
             if why is None: out.append(d)
             elif why != "missing":   # never a table over the answers a cut file happens to hold
