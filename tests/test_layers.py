@@ -86,3 +86,59 @@ def test_long_functions_say_why():
                 if "kept whole" not in (ast.get_docstring(n) or "").lower():
                     long.append(f"{p.relative_to(SRC)}: {n.name} ({n.end_lineno - n.lineno + 1} lines)")
     assert not long, f"functions over 60 lines without 'Kept whole: <why>' in their docstring: {long}"
+
+
+def _function_imports(p: Path, mods: dict[str, Path], name: str) -> list[str]:
+    "The fanin modules `p` imports inside a function body."
+    pkg, out = name.split(".")[:-1], []
+    for f in ast.walk(ast.parse(p.read_text())):
+        if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)): continue
+        for n in ast.walk(f):
+            if isinstance(n, ast.ImportFrom):
+                base = pkg[: len(pkg) - n.level + 1] if n.level else []
+                target = ".".join(base + ([n.module] if n.module else []))
+                out += [t for t in [target] + [f"{target}.{a.name}" for a in n.names] if t in mods]
+            elif isinstance(n, ast.Import): out += [a.name for a in n.names if a.name in mods]
+    return out
+
+
+def test_the_lab_imports_its_own_modules_at_the_top():
+    """Inside the lab, imports of its own modules stand at module level, where the layer test and a reader see them; only the
+    doors (the command line, the benches) keep theirs in functions, so `fanin --help` starts without loading the lab. Heavy
+    third-party packages (scikit-learn, torch, spaCy, faiss) stay lazy inside functions: the rule is for the lab's modules."""
+    mods = _modules()
+    lazy = {n: t for n, p in mods.items() if not n.startswith("fanin.doors.") and (t := _function_imports(p, mods, n))}
+    assert not lazy, f"in-function imports of the lab's own modules (move them to the module's import cell): {lazy}"
+
+
+DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _exported_cells(nb: Path):
+    "(definitions, followed by an asserting example) for each exported code cell of a notebook."
+    import json, re
+    cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+    src = lambda c: "".join(c["source"])
+    exported = lambda c: re.match(r"\s*#\|\s*export", src(c)) is not None
+    for i, c in enumerate(cells):
+        if not exported(c): continue
+        code = "\n".join(line for line in src(c).splitlines() if not line.startswith("#|"))
+        names = [d.name for d in ast.parse(code).body if isinstance(d, DEFS)]
+        example = False
+        for later in cells[i + 1:]:
+            if exported(later): break
+            if re.search(r"^\s*assert\b", src(later), re.M): example = True; break
+        yield names, example
+
+
+def test_notebooks_teach_one_definition_at_a_time():
+    """Each exported cell holds at most one definition, and at least 90% of the cells that define something are followed,
+    before the next exported cell, by an example cell that asserts (as nbdev's and fastcore's own notebooks are written)."""
+    notebooks = sorted((ROOT / "nbs").glob("*.ipynb")) + sorted((ROOT / "templates").glob("*/*.ipynb"))
+    crowded, defined, shown = [], 0, 0
+    for nb in notebooks:
+        for names, example in _exported_cells(nb):
+            if len(names) > 1: crowded.append(f"{nb.name}: {', '.join(names)}")
+            if names: defined += 1; shown += example
+    assert not crowded, f"exported cells with several definitions (one a cell): {crowded}"
+    assert defined > 900 and shown / defined >= 0.90, f"{shown} of {defined} defining cells are followed by an asserting example"
