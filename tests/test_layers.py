@@ -2,6 +2,8 @@
 layer's subpackage, no module imports one from a later layer (at module level, inside a function or under `TYPE_CHECKING`,
 in any spelling: relative, `from fanin.x import`, `import fanin.x`), and the modules' imports form no circle."""
 import ast
+import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -19,21 +21,23 @@ def _modules() -> dict[str, Path]:
             if p.stem not in ("__init__", "_modidx")}
 
 
+def _targets(n: ast.AST, pkg: list[str], mods: dict[str, Path]) -> list[str]:
+    "The fanin modules an import node names, resolved from package `pkg` (relative or absolute, `from` or plain)."
+    if isinstance(n, ast.ImportFrom):
+        base = pkg[: len(pkg) - n.level + 1] if n.level else []
+        target = ".".join(base + ([n.module] if n.module else []))
+        return [t for t in [target] + [f"{target}.{a.name}" for a in n.names] if t in mods]
+    if isinstance(n, ast.Import): return [a.name for a in n.names if a.name in mods]
+    return []
+
+
 def _imports() -> dict[str, set[str]]:
     "Each module's imports of other fanin modules, resolved to dotted names, wherever in the file they stand."
     mods = _modules()
     out = {}
     for name, p in mods.items():
         pkg = name.split(".")[:-1]
-        deps = set()
-        for n in ast.walk(ast.parse(p.read_text())):
-            if isinstance(n, ast.ImportFrom):
-                base = pkg[: len(pkg) - n.level + 1] if n.level else []
-                target = ".".join(base + ([n.module] if n.module else []))
-                cands = [target] + [f"{target}.{a.name}" for a in n.names]
-            elif isinstance(n, ast.Import): cands = [a.name for a in n.names]
-            else: continue
-            deps |= {c for c in cands if c in mods}
+        deps = {t for n in ast.walk(ast.parse(p.read_text())) for t in _targets(n, pkg, mods)}
         out[name] = deps - {name}
     return out
 
@@ -90,16 +94,9 @@ def test_long_functions_say_why():
 
 def _function_imports(p: Path, mods: dict[str, Path], name: str) -> list[str]:
     "The fanin modules `p` imports inside a function body."
-    pkg, out = name.split(".")[:-1], []
-    for f in ast.walk(ast.parse(p.read_text())):
-        if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)): continue
-        for n in ast.walk(f):
-            if isinstance(n, ast.ImportFrom):
-                base = pkg[: len(pkg) - n.level + 1] if n.level else []
-                target = ".".join(base + ([n.module] if n.module else []))
-                out += [t for t in [target] + [f"{target}.{a.name}" for a in n.names] if t in mods]
-            elif isinstance(n, ast.Import): out += [a.name for a in n.names if a.name in mods]
-    return out
+    pkg = name.split(".")[:-1]
+    return [t for f in ast.walk(ast.parse(p.read_text())) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(f) for t in _targets(n, pkg, mods)]
 
 
 def test_the_lab_imports_its_own_modules_at_the_top():
@@ -116,7 +113,6 @@ DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 def _exported_cells(nb: Path):
     "(definitions, followed by an asserting example) for each exported code cell of a notebook."
-    import json, re
     cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
     src = lambda c: "".join(c["source"])
     exported = lambda c: re.match(r"\s*#\|\s*export", src(c)) is not None
