@@ -277,7 +277,7 @@ def faults() -> list[Fault]:
       run_bm25, prepare=run_bm25, check=metrics_ok)
     k("index.json overwritten", "survive", lambda w: [f.write_text("{not json") for f in w.out.glob("index/**/index.json")],
       run_bm25, prepare=run_bm25, check=metrics_ok)
-    k("index data file cut", "survive", lambda w: [f.write_bytes(f.read_bytes()[:100]) for f in w.out.glob("index/**/bm25_tokens.json.gz")],
+    k("index data file cut", "survive", lambda w: [f.write_bytes(f.read_bytes()[:100]) for f in w.out.glob("index/**/bm25/tokens.json.gz")],
       run_bm25, prepare=run_bm25, check=metrics_ok)
     k("faiss index file cut", "survive", lambda w: [f.write_bytes(f.read_bytes()[:100]) for f in w.out.glob("index/**/windows.faiss")],
       run_dense, prepare=run_dense, check=metrics_ok)

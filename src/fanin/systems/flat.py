@@ -10,12 +10,13 @@ import json
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..core.files import atomic_write, unfinished
+from ..core.files import atomic_write, completion_record, record_finished, unfinished
 from ..judging.metrics import carries_page, unit_docs
 from ..core.schema import Corpus, Instance, Unit
 from ..core.text import TOKENIZERS, chunk_spans, lexical_tokens
@@ -24,8 +25,9 @@ from ..models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cach
 # %% auto #0
 __all__ = ['LOSS_STEPS', 'CLOSEST_CHARS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished',
            'read_json', 'System', 'WorkLog', 'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus', 'ChunkedSystem',
-           'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'save_bm25', 'load_bm25', 'BM25System', 'window_index',
-           'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
+           'top_k', 'Bm25sScorer', 'bm25_from_tokens', 'atomic_folder', 'save_bm25', 'load_bm25', 'BM25System',
+           'window_index', 'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem', 'OracleSystem',
+           'ClosedBookSystem']
 
 # %% ../../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -45,10 +47,24 @@ def _top_files(folder: Path) -> dict[str, int]:
     "The size of every file at the top level of a store (completion records and the peer's working folder aside)."
     return {p.name: p.stat().st_size for p in sorted(Path(folder).iterdir()) if p.is_file() and not p.name.startswith(".")}
 
+# %% ../../../nbs/05_systems.ipynb #rc88620a
+def _recorded_cut(store: Path) -> str | None:
+    "The first file under `store` whose size differs from its completion record's, in words (the peer's working folder aside)."
+    for root, dirs, files in os.walk(store):
+        if Path(root) == Path(store): dirs[:] = [d for d in dirs if d != "peer"]
+        for r in sorted(f for f in files if f.startswith(".") and f.endswith(".done")):
+            f, name = Path(root) / r[1:-len(".done")], str((Path(root) / r[1:-len(".done")]).relative_to(store))
+            try: want = json.loads((Path(root) / r).read_text(encoding="utf-8")).get("bytes")
+            except (OSError, ValueError, AttributeError): return f"{name}: its completion record is damaged"
+            if not f.is_file(): return f"{name} is missing"
+            if f.stat().st_size != want: return f"{name} is {f.stat().st_size} bytes, its completion record says {want}: cut or changed after the build"
+    return None
+
 # %% ../../../nbs/05_systems.ipynb #8f6a0209
 def store_unfinished(store) -> str | None:
-    """None when `store` holds a finished index: `index.json` matches its completion record and every file it lists has the
-    size it had when the build ended; otherwise why not, in words."""
+    """None when `store` holds a finished index: `index.json` matches its completion record, every file it lists has the
+    size it had when the build ended, and so has every file with a completion record below it (a folder written whole, such as
+    bm25s's saved index); otherwise why not, in words."""
     meta_f = Path(store) / "index.json"
     why = unfinished(meta_f)
     if why: return f"index.json: {why}"
@@ -56,7 +72,7 @@ def store_unfinished(store) -> str | None:
     for name, size in listed.items():
         if now.get(name) != size:
             return f"{name} is missing" if name not in now else f"{name} is {now[name]} bytes, index.json says {size}: cut or changed after the build"
-    return None
+    return _recorded_cut(Path(store))
 
 # %% ../../../nbs/05_systems.ipynb #2fa8e9cc
 def read_json(path):
@@ -331,11 +347,23 @@ class Bm25sScorer:
     domains: README, Scale). Any of bm25s's own methods (`lucene`, `robertson`, `atire`, `bm25l`, `bm25+`) is used as it is."""
     def __init__(self, tokens: list[list[str]], k1: float, b: float, method: str = "okapi"):
         import bm25s
-        self.n = len(tokens)
-        self.model = bm25s.BM25(k1=k1, b=b, method="lucene" if method == "okapi" else method, dtype="float64")
-        self.model.index(tokens, show_progress=False)
-        self.idf = {t: i for t, i in self.model.vocab_dict.items() if t}   # the vocabulary (its size is reported as rank-bm25's is)
+        model = bm25s.BM25(k1=k1, b=b, method="lucene" if method == "okapi" else method, dtype="float64")
+        model.index(tokens, show_progress=False)
+        self._use(model)
         if method == "okapi": self._to_okapi(k1)
+
+    def _use(self, model):
+        self.model, self.n = model, int(model.scores["num_docs"])
+        self.idf = {t: i for t, i in model.vocab_dict.items() if t}   # the vocabulary (its size is reported as rank-bm25's is)
+
+    @classmethod
+    def load(cls, folder, mmap: bool = True) -> "Bm25sScorer":
+        """The scorer whose bm25s index `save_bm25` wrote to `folder`, as it was built (Okapi's rescaling is in the saved matrix):
+        with `mmap`, the score matrix stays on disk, its pages read as queries touch them."""
+        import bm25s
+        self = cls.__new__(cls)
+        self._use(bm25s.BM25.load(folder, mmap=mmap))
+        return self
 
     def _to_okapi(self, k1: float, epsilon: float = 0.25):
         "Rescale each term's column from bm25s's Lucene idf to rank-bm25's floored Okapi idf (and its k1 + 1 factor)."
@@ -363,22 +391,57 @@ def bm25_from_tokens(tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, 
     from rank_bm25 import BM25Okapi
     return BM25Okapi(tokens, k1=k1, b=b)
 
+# %% ../../../nbs/05_systems.ipynb #c2d3ebab
+@contextmanager
+def atomic_folder(path):
+    """Write the folder `path` whole or not at all: fill the fresh temporary folder yielded (`.NAME.partial-PID`, beside `path`);
+    on a clean exit each file in it is synced and given its completion record (`fanin.core.files`), then the folder is renamed
+    to `path`, replacing what was there; on any error it is removed and `path` is left as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        for f in sorted(tmp.iterdir()):
+            if f.is_file() and not f.name.startswith(".") and not completion_record(f).exists():
+                with open(f, "rb") as h: os.fsync(h.fileno())
+                record_finished(f)
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 # %% ../../../nbs/05_systems.ipynb #16fba847
-def save_bm25(path, tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, backend: str = "bm25s", method: str = "okapi"):
-    "A BM25 index as data: the tokenised units and the parameters (gzip JSON); `load_bm25` rebuilds the same scorer from it."
-    write_json(path, {"k1": k1, "b": b, "backend": backend, "method": method, "tokens": tokens})
+def save_bm25(folder, tokens: list[list[str]], k1: float = 1.5, b: float = 0.75, backend: str = "bm25s", method: str = "okapi",
+              bm25=None) -> Path:
+    """Write a BM25 index to the folder `folder` (whole, with completion records): `bm25.json` (the parameters and the number of
+    units) and, for bm25s, bm25s's own saved index (its score matrix as `.npy`, as `bm25` scores), or, for rank-bm25, the token
+    lists (`tokens.json.gz`). `bm25` is the scorer already built from `tokens` (built here when not given)."""
+    if bm25 is None: bm25 = bm25_from_tokens(tokens, k1, b, backend, method)
+    with atomic_folder(folder) as tmp:
+        write_json(tmp / "bm25.json", {"k1": k1, "b": b, "backend": backend, "method": method, "units": len(tokens)})
+        if bm25 is not None and backend == "bm25s": bm25.model.save(tmp, show_progress=False)
+        elif bm25 is not None: write_json(tmp / "tokens.json.gz", tokens)
+    return Path(folder)
 
 # %% ../../../nbs/05_systems.ipynb #60513f53
-def load_bm25(path):
-    d = read_json(path)
-    return bm25_from_tokens(d["tokens"], d["k1"], d["b"], d.get("backend", "rank_bm25"), d.get("method", "lucene"))   # an index written before these fields existed
+def load_bm25(folder, mmap: bool = True):
+    """The scorer `save_bm25` wrote to `folder` (None for an index of no units): bm25s's, its score matrix memory-mapped with
+    `mmap` and no token list read; or rank-bm25's BM25Okapi, rebuilt from the saved tokens."""
+    folder = Path(folder)
+    d = read_json(folder / "bm25.json")
+    if not d["units"]: return None
+    if d["backend"] == "bm25s": return Bm25sScorer.load(folder, mmap)
+    return bm25_from_tokens(read_json(folder / "tokens.json.gz"), d["k1"], d["b"], d["backend"], d["method"])
 
 # %% ../../../nbs/05_systems.ipynb #f51a1144
 class BM25System(ChunkedSystem):
     "Okapi BM25 over chunks, on bm25s's sparse matrices (default) or rank-bm25 (`backend=rank_bm25`, the papers' library)."
     name = "bm25"
     locates = True
-    index_format = 2  # bm25_tokens.json.gz
+    index_format = 3  # bm25/ (save_bm25: bm25s's own index, memory-mapped at load; rank-bm25's tokens); 2 kept every unit's tokens
 
     def __init__(self, name="bm25", chunk_tokens=1200, chunk_overlap=100, k1=1.5, b=0.75, backend: str = "bm25s",
                  method: str = "okapi", tokenizer: str = "content_words"):
@@ -394,12 +457,12 @@ class BM25System(ChunkedSystem):
         self.bm25 = bm25_from_tokens(toks, self.k1, self.b, self.backend, self.method)
         if folder is not None:
             self._save_chunks(folder)
-            save_bm25(folder / "bm25_tokens.json.gz", toks, self.k1, self.b, self.backend, self.method)
+            save_bm25(folder / "bm25", toks, self.k1, self.b, self.backend, self.method, bm25=self.bm25)
         return {"n_units": len(self.chunks), "vocabulary": len(self.bm25.idf) if self.bm25 else 0}
 
     def _load(self, folder):
         self._load_chunks(folder)
-        self.bm25 = load_bm25(folder / "bm25_tokens.json.gz")
+        self.bm25 = load_bm25(folder / "bm25")
 
     def retrieve(self, query, k, instance=None):
         self._need_index()

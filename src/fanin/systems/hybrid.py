@@ -54,6 +54,7 @@ class HybridSystem(ChunkedSystem):
     outside that half's top `candidates`)."""
     name = "hybrid"
     locates = True
+    index_format = 2  # bm25/ (BM25System's files: its own bm25/ from save_bm25), dense/; 1 held BM25's tokens
 
     def __init__(self, embedder, name="hybrid", chunk_tokens=1200, chunk_overlap=100, window_tokens=200, k1=1.5, b=0.75,
                  weights=(1.0, 1.0), rrf_k: float = 60.0, candidates: int = 100, cache_path=None, progress: bool = False,

@@ -53,7 +53,7 @@ class PPRSystem(ChunkedSystem):
     name = "ppr"
     needs_llm = False
     locates = True
-    index_format = 2  # entities.json, ppr.npz, transition.npz (scipy sparse), bm25_tokens.json.gz
+    index_format = 3  # entities.json, ppr.npz, transition.npz (scipy sparse), bm25/ (save_bm25); 2 had bm25_tokens.json.gz
 
     def __init__(self, name="ppr", mode: str = "ner", chunk_tokens=1200, chunk_overlap=100, embedder=None,
                  synonym_threshold: float = 0.85, synonym_min_mentions: int = 2, synonym_neighbors: int = 10,
@@ -156,7 +156,7 @@ def _build(self: PPRSystem, corpus, folder):
         (folder / "entities.json").write_text(json.dumps(names))
         np.savez(folder / "ppr.npz", passages_of=self.passages_of, dangling=self.dangling)
         sp.save_npz(folder / "transition.npz", self.T)
-        save_bm25(folder / "bm25_tokens.json.gz", toks)
+        save_bm25(folder / "bm25", toks, bm25=self.bm25)
         write_failures(folder, info.get("llm_failures", []))
     return {"n_units": P, "graph": stats, "relations_seconds": round(t_rel, 2), **(llm_cost(self.llm, before) if self.mode == "llm" else {}),
             **{k: (len(v) if k == "llm_failures" else v) for k, v in info.items()}}
@@ -169,7 +169,7 @@ def _load(self: PPRSystem, folder):
     self.names = json.loads((folder / "entities.json").read_text())
     with np.load(folder / "ppr.npz", allow_pickle=False) as z: self.passages_of, self.dangling = z["passages_of"], z["dangling"]
     self.T = sp.load_npz(folder / "transition.npz")  # scipy reads it with allow_pickle=False
-    self.bm25 = load_bm25(folder / "bm25_tokens.json.gz")
+    self.bm25 = load_bm25(folder / "bm25")
     self.entity_node = {n: len(self.chunks) + j for j, n in enumerate(self.names)}
 
 # %% ../../../nbs/20_ppr.ipynb #d4f89f51_s2
