@@ -95,7 +95,7 @@ def test_ppr_matches_networkx_pagerank():
     g.add_weighted_edges_from([(0, 1, 2.0), (1, 2, 1.0), (2, 3, 1.0), (0, 3, 1.0), (3, 4, 3.0)])
     g.add_node(5)  # a dangling node
     seed = np.array([0.5, 0, 0, 0, 0, 0.5])
-    T, dangling = transition_matrix(g, list(range(6)))
+    T, dangling = transition_matrix(nx.to_scipy_sparse_array(g, nodelist=list(range(6)), weight="weight"))
     ours = personalized_pagerank(T, seed, dangling, alpha=0.5, tol=1e-10)
     ref = nx.pagerank(g, alpha=0.5, personalization={i: float(w) for i, w in enumerate(seed)}, tol=1e-10)
     assert np.allclose(ours, [ref[i] for i in range(6)], atol=1e-8)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import time
+from array import array
 
 import numpy as np
+import scipy.sparse as sp
 from fastcore.basics import patch
 
 from ..models.nlp import chunk_mentions, link_query, normalize_entity, parse_corpus
@@ -20,7 +22,7 @@ from .graphs import graph_stats
 from .llm_indexes import ask_each, llm_cost, write_failures
 
 # %% auto #0
-__all__ = ['personalized_pagerank', 'transition_matrix', 'PPRSystem']
+__all__ = ['personalized_pagerank', 'adjacency', 'transition_matrix', 'PPRSystem']
 
 # %% ../../../nbs/20_ppr.ipynb #d287cc7a
 def personalized_pagerank(T, seed: np.ndarray, dangling: np.ndarray, alpha: float = 0.5, max_iter: int = 100,
@@ -37,15 +39,21 @@ def personalized_pagerank(T, seed: np.ndarray, dangling: np.ndarray, alpha: floa
     raise RuntimeError(f"personalised PageRank did not converge in {max_iter} iterations (tol={tol})")
 
 # %% ../../../nbs/20_ppr.ipynb #eda7fc4f
-def transition_matrix(g, nodes: list):
-    "Column-stochastic transition matrix of a weighted networkx graph, and its dangling-node mask."
-    import networkx as nx
-    A = nx.to_scipy_sparse_array(g, nodelist=nodes, weight="weight", format="csr", dtype=np.float64)
+def adjacency(n: int, u: np.ndarray, v: np.ndarray) -> sp.csr_array:
+    """The weighted adjacency of an undirected graph on `n` nodes as a CSR array, from its edges' endpoints (`u[i]`, `v[i]`): an
+    edge seen w times, in either direction, weighs w, as networkx's `Graph` counts it, but in three arrays instead of a Python
+    object per node and edge (at 10x the corpus the networkx graph alone took most of the 21 GB the build peaked at)."""
+    u, v = np.asarray(u, dtype=np.int64), np.asarray(v, dtype=np.int64)
+    A = sp.coo_array((np.ones(2 * len(u)), (np.concatenate([u, v]), np.concatenate([v, u]))), shape=(n, n))
+    return A.tocsr()   # duplicates summed
+
+# %% ../../../nbs/20_ppr.ipynb #e4b7f966
+def transition_matrix(A) -> tuple[sp.csr_array, np.ndarray]:
+    "Column-stochastic transition matrix of a weighted adjacency matrix (sparse, symmetric for an undirected graph), and its dangling-node mask."
+    A = sp.csr_array(A, dtype=np.float64)
     out = np.asarray(A.sum(axis=1)).ravel()
     inv = np.divide(1.0, out, out=np.zeros_like(out), where=out > 0)
-    import scipy.sparse as sp
-    T = (sp.diags(inv) @ A).T.tocsr()
-    return T, out == 0
+    return sp.csr_array((sp.diags_array(inv) @ A).T), out == 0
 
 # %% ../../../nbs/20_ppr.ipynb #d4f89f51
 class PPRSystem(ChunkedSystem):
@@ -72,13 +80,14 @@ class PPRSystem(ChunkedSystem):
 # %% ../../../nbs/20_ppr.ipynb #d4f89f51_s0
 @patch
 def _ner_relations(self: PPRSystem, corpus):
-    "Passage -> entity names, and entity pairs co-mentioned in a sentence, from the shared spaCy parse."
+    """Passage -> entity names, and entity pairs co-mentioned in a sentence, from the shared spaCy parse; the pairs as a stream,
+    read once by `_build` (at 10x the corpus a list of them would hold tens of millions of tuples)."""
     t0 = time.perf_counter()
     parsed = parse_corpus(corpus, self.nlp_cache, n_process=self.n_process, block_chars=self.block_chars, progress=self.progress)
     parse_s = time.perf_counter() - t0
     mentions = [[parsed.entities[e] for e in es] for es in chunk_mentions(parsed, self.chunks)]
-    pairs = [(parsed.entities[u], parsed.entities[v]) for _, es in parsed.sentence_groups
-             for j, u in enumerate(es) for v in es[j + 1:]]
+    pairs = ((parsed.entities[u], parsed.entities[v]) for _, es in parsed.sentence_groups
+             for j, u in enumerate(es) for v in es[j + 1:])
     return mentions, pairs, {"parse_seconds": round(parse_s, 2)}
 
 # %% ../../../nbs/20_ppr.ipynb #a6eba574
@@ -116,7 +125,9 @@ def _synonyms(self: PPRSystem, names: list[str], counts: dict[str, int]):
 # %% ../../../nbs/20_ppr.ipynb #0f02fe90
 @patch
 def _build(self: PPRSystem, corpus, folder):
-    import networkx as nx
+    """The passage–entity graph as CSR arrays (`adjacency`): an edge from each passage to each entity it mentions (weight: the
+    mentions), between entities co-mentioned in a sentence or joined by a relation, and between synonyms; then its transition
+    matrix and BM25 over the passages (the query's passage seeds). No per-node Python object is made."""
     t0 = time.perf_counter()
     before = self.llm.ledger.totals() if self.llm is not None else None
     self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
@@ -128,35 +139,30 @@ def _build(self: PPRSystem, corpus, folder):
     names = sorted(counts)
     syn = self._synonyms(names, counts)
     P = len(self.chunks)
-    g = nx.Graph()
-    g.add_nodes_from(range(P + len(names)))
-    ent = {n: P + j for j, n in enumerate(names)}
-
-    def add(u, v):
-        w = g[u][v]["weight"] + 1 if g.has_edge(u, v) else 1
-        g.add_edge(u, v, weight=w)
+    ent = {n: j for j, n in enumerate(names)}   # entity j is node P + j
+    u, v, n_pairs = array("q"), array("q"), 0
     for i, ms in enumerate(mentions):
-        for n in ms: add(i, ent[n])
-    for u, v in pairs:
-        if u in ent and v in ent and u != v: add(ent[u], ent[v])
-    for u, v in syn: add(ent[u], ent[v])
-    self.names, self.entity_node = names, ent
+        for n in ms: u.append(i); v.append(P + ent[n])
+    for a, b in pairs:
+        n_pairs += 1
+        if a in ent and b in ent and a != b: u.append(P + ent[a]); v.append(P + ent[b])
+    for a, b in syn: u.append(P + ent[a]); v.append(P + ent[b])
+    A = adjacency(P + len(names), np.frombuffer(u, dtype=np.int64), np.frombuffer(v, dtype=np.int64))
+    del u, v
+    self.names, self.entity_ids = names, ent
     self.passages_of = np.zeros(len(names), dtype=np.int64)
     for ms in mentions:
-        for n in set(ms): self.passages_of[ent[n] - P] += 1
-    self.T, self.dangling = transition_matrix(g, list(range(P + len(names))))
-    toks = [lexical_tokens(self.chunk_text(i)) for i in range(P)]
-    self.bm25 = bm25_from_tokens(toks)
-    deg = np.array([d for _, d in g.degree()], dtype=np.int64)
-    stats = graph_stats(g.number_of_nodes(), deg, g.number_of_edges(), passages=P, entities=len(names),
-                        synonym_edges=len(syn), relation_pairs=len(pairs))
+        for n in set(ms): self.passages_of[ent[n]] += 1
+    self.T, self.dangling = transition_matrix(A)
+    self.bm25 = bm25_from_tokens(lexical_tokens(self.chunk_text(i)) for i in range(P))   # streamed into bm25s's 4-byte ids
+    stats = graph_stats(A.shape[0], np.diff(A.indptr), A.nnz // 2, passages=P, entities=len(names),
+                        synonym_edges=len(syn), relation_pairs=n_pairs)
     if folder is not None:
-        import scipy.sparse as sp
         self._save_chunks(folder)
         (folder / "entities.json").write_text(json.dumps(names))
         np.savez(folder / "ppr.npz", passages_of=self.passages_of, dangling=self.dangling)
         sp.save_npz(folder / "transition.npz", self.T)
-        save_bm25(folder / "bm25", toks, bm25=self.bm25)
+        save_bm25(folder / "bm25", None, bm25=self.bm25)
         write_failures(folder, info.get("llm_failures", []))
     return {"n_units": P, "graph": stats, "relations_seconds": round(t_rel, 2), **(llm_cost(self.llm, before) if self.mode == "llm" else {}),
             **{k: (len(v) if k == "llm_failures" else v) for k, v in info.items()}}
@@ -170,7 +176,7 @@ def _load(self: PPRSystem, folder):
     with np.load(folder / "ppr.npz", allow_pickle=False) as z: self.passages_of, self.dangling = z["passages_of"], z["dangling"]
     self.T = sp.load_npz(folder / "transition.npz")  # scipy reads it with allow_pickle=False
     self.bm25 = load_bm25(folder / "bm25")
-    self.entity_node = {n: len(self.chunks) + j for j, n in enumerate(self.names)}
+    self.entity_ids = {n: j for j, n in enumerate(self.names)}
 
 # %% ../../../nbs/20_ppr.ipynb #d4f89f51_s2
 @patch
@@ -178,8 +184,7 @@ def seeds(self: PPRSystem, query: str) -> np.ndarray:
     "The personalisation vector: linked entities by specificity, passages by BM25 (weight `passage_seed_weight`)."
     P = len(self.chunks)
     s = np.zeros(self.T.shape[0])
-    vocab = {n: j for j, n in enumerate(self.names)}
-    for j in link_query(query, vocab, self.max_ngram):
+    for j in link_query(query, self.entity_ids, self.max_ngram):
         s[P + j] += 1.0 / max(1, self.passages_of[j])
     if s.sum() > 0: s /= s.sum()
     q = lexical_tokens(query)
