@@ -21,8 +21,8 @@ from .config import ConfigError
 
 # %% auto #0
 __all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'MAX_RECORD_CHARS', 'Document', 'Instance', 'gold_statements', 'Unit', 'Pack',
-           'Corpus', 'Answer', 'Judgment', 'Problem', 'DataError', 'DataWarning', 'RecordError', 'Dataset',
-           'dataset_gaps', 'Fetchable', 'ResolvesReferences', 'HasTopics', 'Snapshot', 'snapshot_problem',
+           'Corpus', 'DiskCorpus', 'Answer', 'Judgment', 'Problem', 'DataError', 'DataWarning', 'RecordError',
+           'Dataset', 'dataset_gaps', 'Fetchable', 'ResolvesReferences', 'HasTopics', 'Snapshot', 'snapshot_problem',
            'stats_table', 'parse_record', 'iter_jsonl', 'read_jsonl', 'write_jsonl', 'JsonlAppender', 'RawRecord',
            'record_problems', 'decode_utf8', 'scan_jsonl']
 
@@ -106,6 +106,55 @@ class Corpus:
     def ids(self) -> list[str]: return [d.id for d in self.docs]
     @property
     def n_chars(self) -> int: return sum(len(d.text) for d in self.docs)
+
+# %% ../../../nbs/00_schema.ipynb #f3e5db8b
+class DiskCorpus(Corpus):
+    """A corpus whose texts stay on disk: `DiskCorpus.write` streams documents into one UTF-8 file (`texts.bin`) and an index
+    (`index.json`: ids in order, titles, meta, byte offsets and character counts); a document is read back (`os.pread`, so its
+    pages count against the page cache, not the process) when it is asked for. The interface is `Corpus`'s: a corpus ten times
+    WildGraphBench's holds about 1.8 GB as Python strings, and this keeps only its ids in memory."""
+    def __init__(self, folder):
+        folder = Path(folder)
+        ix = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+        self.name, self._ids, self._titles, self._meta = ix["name"], ix["ids"], ix["titles"], ix["meta"]
+        self._at, self._chars = ix["offsets"], ix["chars"]
+        self._row = {d: i for i, d in enumerate(self._ids)}
+        self._fd = os.open(folder / "texts.bin", os.O_RDONLY)
+
+    @classmethod
+    def write(cls, name: str, docs: Iterable[Document], folder) -> "DiskCorpus":
+        "Stream `docs` to `folder` (the index written last, by rename, so a half-written folder has none) and open it."
+        folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+        rows, pos = {}, 0
+        with open(folder / "texts.bin", "wb") as f:
+            for d in docs:
+                if d.id in rows: raise ValueError(f"corpus {name!r}: document id {d.id!r} occurs twice; ids must be unique")
+                b = d.text.encode("utf-8")
+                f.write(b); rows[d.id] = (d.title, d.meta, [pos, len(b)], len(d.text)); pos += len(b)
+        ids = sorted(rows)
+        ix = {"name": name, "ids": ids, **{k: [rows[d][j] for d in ids] for j, k in enumerate(("titles", "meta", "offsets", "chars"))}}
+        (folder / "index.json.partial").write_text(json.dumps(ix, ensure_ascii=False), encoding="utf-8")
+        os.replace(folder / "index.json.partial", folder / "index.json")
+        return cls(folder)
+
+    def __len__(self): return len(self._ids)
+    def __iter__(self): return (self[d] for d in self._ids)
+    def __contains__(self, doc_id): return doc_id in self._row
+    def __getitem__(self, doc_id) -> Document:
+        i = self._row[doc_id]
+        a, n = self._at[i]
+        return Document.model_construct(id=doc_id, title=self._titles[i], text=os.pread(self._fd, n, a).decode("utf-8"), meta=self._meta[i])
+
+    @property
+    def docs(self) -> list[Document]: return list(self)
+    @property
+    def ids(self) -> list[str]: return list(self._ids)
+    @property
+    def n_chars(self) -> int: return sum(self._chars)
+
+    def __del__(self):
+        fd, self._fd = getattr(self, "_fd", None), None
+        if fd is not None: os.close(fd)
 
 # %% ../../../nbs/00_schema.ipynb #a5e1c0d2
 class Answer(_Record):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.config import compose, instantiate, resolve_path
-from ..core.schema import Corpus, Document
+from ..core.schema import Corpus, DiskCorpus, Document
 
 # the systems `make bench-scale` measures, the corpus sizes, and the size the fitted growth is projected to
 SCALE_SYSTEMS = ("bm25", "bm25s", "dense", "hybrid", "graal", "ppr")
@@ -65,11 +65,13 @@ def base_of(doc_id: str) -> tuple[str, int]:
     return (base, int(c)) if base and c.isdigit() else (doc_id, 0)
 
 # %% ../../../nbs/10a_scale.ipynb #304aa52f
-def replicate_corpus(corpus: Corpus, copies: int, seed: int = 0) -> Corpus:
-    "`copies` copies of `corpus`, copy 0 the original, each other copy's pages perturbed (`perturb_text`) and renamed (`copy_id`)."
-    docs = [Document(id=copy_id(d.id, c), title=d.title, text=perturb_text(d.text, c, seed, key=d.id), meta={**d.meta, "copy": c})
-            for c in range(copies) for d in corpus]
-    return Corpus(f"{corpus.name}x{copies}", docs)
+def replicate_corpus(corpus: Corpus, copies: int, seed: int = 0, folder=None) -> Corpus:
+    """`copies` copies of `corpus`, copy 0 the original, each other copy's pages perturbed (`perturb_text`) and renamed (`copy_id`);
+    with `folder`, streamed to disk as a `DiskCorpus`, so the copies' texts are never all in memory."""
+    docs = (Document(id=copy_id(d.id, c), title=d.title, text=perturb_text(d.text, c, seed, key=d.id), meta={**d.meta, "copy": c})
+            for c in range(copies) for d in corpus)
+    name = f"{corpus.name}x{copies}"
+    return DiskCorpus.write(name, docs, folder) if folder is not None else Corpus(name, docs)
 
 # %% ../../../nbs/10a_scale.ipynb #a4c4acda
 def replicate_parse(parsed, corpus_x: Corpus, seed: int = 0, rename: float = 0.2):
@@ -196,14 +198,14 @@ def replica_kw(cfg, base: Corpus, corpus_x: Corpus, seed: int = 0) -> tuple[dict
     return {"embedder": ReplicaEmbedder(emb, table), "cache_path": None}, noise
 
 # %% ../../../nbs/10a_scale.ipynb #18c613db
-def scale_corpus(ds, size: str, domain: str = "culture", copies: int = 10, seed: int = 0) -> tuple[Corpus, list, Corpus | None]:
+def scale_corpus(ds, size: str, domain: str = "culture", copies: int = 10, seed: int = 0, folder=None) -> tuple[Corpus, list, Corpus | None]:
     """(corpus, its questions, the corpus it replicates or None) for a scale: `domain` (one domain), `all` (every domain of `ds` as
-    one corpus) or `x10` (`all` replicated `copies` times, `replicate_corpus`)."""
+    one corpus) or `x10` (`all` replicated `copies` times, `replicate_corpus`; on disk in `folder` when given)."""
     if size == "domain": return ds.corpus(domain), ds.instances(domain), None
     if size not in SCALE_SIZES: raise ValueError(f"scale size must be one of {', '.join(SCALE_SIZES)}, not {size!r}")
     docs = [d for dom in ds.domains for d in ds.corpus(dom)]
     every = Corpus(f"{ds.name}/all", docs)
-    return (every, ds.instances(), None) if size == "all" else (replicate_corpus(every, copies, seed), ds.instances(), every)
+    return (every, ds.instances(), None) if size == "all" else (replicate_corpus(every, copies, seed, folder), ds.instances(), every)
 
 # %% ../../../nbs/10a_scale.ipynb #786603f3
 def n_passages(corpus: Corpus, chunk_tokens: int = 1200, chunk_overlap: int = 100) -> int:
@@ -251,19 +253,20 @@ def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, 
     """One system at one corpus size, in this process: build its index into a temporary store (timed), then retrieve `n_queries`
     seeded questions (timed one by one). Embeddings and the spaCy parse come from the lab's caches, so the figures are the index's
     and not the embedder's or the parser's; at `x10` they come from the originals (`replica_table`, `replicate_parse`), measured
-    before the clock starts. A dense index that is approximate at this size is also built exact, for its top-k overlap."""
+    before the clock starts. `load_s` is the time to open the built index again (inputs checked, files read or mapped), as a
+    later run does. A dense index that is approximate at this size is also built exact, for its top-k overlap."""
     import tempfile
     from fanin.doors.bench import peak_rss_mb
     from fanin.run.components import load_dataset
     from fanin.core.config import k_for
     cfg = compose([f"system={system}", "progress=false", *overrides])
     ds = load_dataset(cfg)
-    corpus, insts, base = scale_corpus(ds, size, domain, copies, seed)
-    rng = np.random.default_rng(seed)
-    insts = [insts[i] for i in sorted(rng.choice(len(insts), size=min(n_queries, len(insts)), replace=False))]
     scfg, kw, prep = cfg.system, {}, {}
     resolve_path(cfg.paths.outputs).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=resolve_path(cfg.paths.outputs)) as tmp:
+        corpus, insts, base = scale_corpus(ds, size, domain, copies, seed, Path(tmp) / "corpus")   # x10's texts stay on disk
+        rng = np.random.default_rng(seed)
+        insts = [insts[i] for i in sorted(rng.choice(len(insts), size=min(n_queries, len(insts)), replace=False))]
         if base is not None and "window_tokens" in scfg:
             kw, prep["replica"] = replica_kw(cfg, base, corpus, seed)
         if base is not None and "nlp_cache" in scfg:
@@ -288,8 +291,13 @@ def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, 
             lat.append((time.perf_counter() - t) * 1000)
             tops.append([u.meta.get("chunk", u.doc_id) for u in units])
         peak = peak_rss_mb()
+        del sysobj
+        t = time.perf_counter()
+        instantiate(scfg, **kw).index(corpus, Path(tmp) / "store")   # the built index opened again, as a later run opens it
+        load_s = time.perf_counter() - t
+        sysobj = instantiate(scfg, **kw).index(corpus, Path(tmp) / "store")
         row = {"system": system, "size": size, "passages": n_passages(corpus), "docs": len(corpus), "chars": corpus.n_chars,
-               "index_s": index_s, "index_bytes": int(stats.get("index_bytes", 0)), "peak_mb": peak, "base_mb": base_mb,
+               "index_s": index_s, "load_s": load_s, "index_bytes": int(stats.get("index_bytes", 0)), "peak_mb": peak, "base_mb": base_mb,
                "peak_is_window": windowed, "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
                "queries": len(lat), "units": stats.get("n_units"), "windows": stats.get("n_windows"),
                "window_index": stats.get("window_index"), "embed_misses": stats.get("misses"),
@@ -450,7 +458,7 @@ def format_scale_line(r: dict) -> str:
     head = f"scale system={r['system']} size={r['size']} passages={r.get('passages')}"
     if r.get("skipped"): return f"{head} skipped=\"{r['skipped']}\""
     if r.get("error"): return f"{head} error=\"{r['error']}\""
-    extra = "".join(f" {k}={r[k]:.3f}" for k in ("query_embed_p50_ms", "ann_overlap", "exact_p50_ms") if r.get(k) is not None)
+    extra = "".join(f" {k}={r[k]:.3f}" for k in ("load_s", "query_embed_p50_ms", "ann_overlap", "exact_p50_ms") if r.get(k) is not None)
     return (f"{head} index_s={r['index_s']:.2f} index_mb={r['index_bytes'] / 2**20:.1f} peak_mb={r['peak_mb']:.0f} "
             f"p50_ms={r['p50_ms']:.2f} p95_ms={r['p95_ms']:.2f} window_index={r.get('window_index')}{extra}")
 

@@ -16,14 +16,15 @@ def scale_table(doc: dict) -> str:
     """A scale record (`scale.json`) as a Markdown table: per system and size its passages, index seconds, index MB, peak MB,
     p50 / p95 ms and the window index; then each figure's growth exponent and its projection to 10M passages."""
     rows, fits = doc["rows"], doc.get("fits") or scale_fits(doc["rows"])
-    out = ["| system | size | passages | index s | index MB | peak MB | p50 ms | p95 ms | dense search |", "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| system | size | passages | index s | load s | index MB | peak MB | p50 ms | p95 ms | dense search |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.get("skipped") or r.get("error"):
-            out.append(f"| {r['system']} | {r['size']} | {r.get('passages') or ''} | {'skipped: ' + r['skipped'] if r.get('skipped') else 'error: ' + r['error']} | | | | | |")
+            out.append(f"| {r['system']} | {r['size']} | {r.get('passages') or ''} | {'skipped: ' + r['skipped'] if r.get('skipped') else 'error: ' + r['error']} | | | | | | |")
             continue
         ann = "" if r.get("window_index") in (None, "exact") else f"{r['window_index']}: top-k overlap {r['ann_overlap']:.3f}, exact p50 {r['exact_p50_ms']:.1f} ms"
         q = f" (query embedding {r['query_embed_p50_ms']:.2f})" if r.get("query_embed_p50_ms") is not None else ""
-        out.append(f"| {r['system']} | {r['size']} | {r['passages']:,} | {r['index_s']:.1f} | {r['index_bytes'] / 2**20:.0f} | {r['peak_mb']:.0f} | "
+        load = f"{r['load_s']:.2f}" if r.get("load_s") is not None else "—"
+        out.append(f"| {r['system']} | {r['size']} | {r['passages']:,} | {r['index_s']:.1f} | {load} | {r['index_bytes'] / 2**20:.0f} | {r['peak_mb']:.0f} | "
                    f"{r['p50_ms']:.2f}{q} | {r['p95_ms']:.2f} | {ann or r.get('window_index') or ''} |")
     out += ["", "| system | " + " | ".join(f"{m} (b → at 10M)" for m in SCALE_METRICS) + " |", "|---|" + "---|" * len(SCALE_METRICS)]
     for system in dict.fromkeys(f["system"] for f in fits):
@@ -35,12 +36,14 @@ def scale_table(doc: dict) -> str:
 # %% ../../../nbs/10c_scale_report.ipynb #a94feb40
 def scale_summary(doc: dict) -> str:
     """A scale record folded to one Markdown row a system: index s and p50 ms at each size (`—` for a cell not measured, `skipped`
-    for one the projection ruled out), peak GB at the largest size measured, the dense search there, and the index-time exponent
-    with its projection to 10M passages (`scale_fits`), and the days its cells were measured."""
+    for one the projection ruled out), peak GB and the time to open the built index at the largest size measured, the dense search
+    there, the growth exponents of index time and peak memory (`scale_fits`) with their projections to 10M passages, and the days
+    its cells were measured."""
     rows, fits = doc["rows"], doc.get("fits") or scale_fits(doc["rows"])
     sizes = list(doc.get("settings", {}).get("sizes") or SCALE_SIZES)
     cells = {(r["system"], r["size"]): r for r in rows}
     fit = {f["system"]: f for f in fits if f["metric"] == "index_s"}
+    mem = {f["system"]: f for f in fits if f["metric"] == "peak_mb"}
     def at(system, size, key, fmt):
         r = cells.get((system, size))
         if r is None: return "—"
@@ -49,19 +52,21 @@ def scale_summary(doc: dict) -> str:
         return fmt(r[key])
     num = lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"
     head = " / ".join(sizes)
-    out = [f"| system | index s ({head}) | p50 ms ({head}) | peak GB, largest | growth b (index s) | index at 10M passages, projected | measured |",
-           "|---|---|---|---|---|---|---|"]
+    out = [f"| system | index s ({head}) | p50 ms ({head}) | peak GB, largest | load s, largest | growth b (index s / peak) "
+           "| at 10M passages, projected (index / peak) | measured |", "|---|---|---|---|---|---|---|---|"]
     for system in dict.fromkeys(r["system"] for r in rows):
         done = [cells[(system, s)] for s in sizes if (system, s) in cells and not cells[(system, s)].get("skipped") and not cells[(system, s)].get("error")]
         last = done[-1] if done else None
         peak = f"{last['peak_mb'] / 1024:.1f} ({last['size']})" if last else "—"
         if last and last.get("ann_overlap") is not None: peak += f"; {last['window_index']} overlap {last['ann_overlap']:.3f}"
-        f = fit.get(system) or {}
-        proj = projected(f)
-        b = f"{f['exponent']:.2f} ({f['points']} sizes)" if f.get("exponent") is not None else "n/a"
+        f, m = fit.get(system) or {}, mem.get(system) or {}
+        proj, pmem = projected(f), projected(m)
+        b = " / ".join(f"{x['exponent']:.2f}" if x.get("exponent") is not None else "n/a" for x in (f, m)) + f" ({f.get('points', 0)} sizes)"
+        load = f"{last['load_s']:.2f}" if last and last.get("load_s") is not None else "—"
         out.append(f"| {system} | " + " / ".join(at(system, s, "index_s", num) for s in sizes) + " | "
-                   + " / ".join(at(system, s, "p50_ms", num) for s in sizes) + f" | {peak} | {b} | "
-                   + (f"{proj / 3600:,.1f} h" if proj is not None else "n/a") + " | "
+                   + " / ".join(at(system, s, "p50_ms", num) for s in sizes) + f" | {peak} | {load} | {b} | "
+                   + (f"{proj / 3600:,.1f} h" if proj is not None else "n/a") + " / "
+                   + (f"{pmem / 1024:,.0f} GB" if pmem is not None else "n/a") + " | "
                    + ", ".join(sorted({r["date"] for r in done if r.get("date")})) + " |")
     return "\n".join(out)
 
