@@ -671,6 +671,7 @@ class DenseSystem(ChunkedSystem):
         return out
 
     def _load(self, folder):
+        self.faiss_index = None   # a build's own index is let go before the stored one is mapped: never both in memory at once
         self._load_chunks(folder)
         self.window_owner = np.load(folder / "window_owner.npy", mmap_mode="r", allow_pickle=False)
         self.faiss_index = tune_search(read_window_index(folder / "windows.faiss"), self.ann)
