@@ -118,24 +118,31 @@ def replicate_parse(parsed, corpus_x: Corpus, seed: int = 0, rename: float = 0.2
 
 # %% ../../../nbs/10a_scale.ipynb #971ebd63
 class ReplicaEmbedder:
-    """An `Embedder` that serves the windows of a replicated corpus from a table (text key → vector) and embeds anything else (a
-    query, an entity name) with `base`. The bench builds the table before it starts the clock, so a 10× index is timed as the
-    smaller ones are when their embeddings come from the cache: chunking, windowing, vector lookup and the faiss build."""
-    def __init__(self, base, table: dict[str, np.ndarray]):
-        self.base, self.table = base, table
+    """An `Embedder` that serves the windows of a replicated corpus from a table (text key → row of `vectors`) and embeds anything
+    else (a query, an entity name) with `base`. The bench builds the table before it starts the clock, so a 10× index is timed as
+    the smaller ones are when their embeddings come from the cache: chunking, windowing, vector lookup and the faiss build.
+    `vectors`: a matrix, or a `VectorFile` read a batch of rows at a time, so the table's vectors stay out of the memory measured."""
+    def __init__(self, base, rows: dict[str, int], vectors):
+        self.base, self.rows, self.vectors = base, rows, vectors
         self.name, self.dim, self.max_tokens = base.name, base.dim, getattr(base, "max_tokens", 256)
 
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
         from fanin.models.embeddings import text_key
+        from fanin.systems.flat import VectorFile
         keys = [text_key(t) for t in texts]
-        rest = [t for t, k in zip(texts, keys) if k not in self.table]
-        new = iter(self.base.encode(rest) if rest else ())
-        return np.stack([self.table[k] if k in self.table else next(new) for k in keys]) if texts else np.zeros((0, self.dim), np.float32)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        got = [j for j, k in enumerate(keys) if k in self.rows]
+        rest = [j for j, k in enumerate(keys) if k not in self.rows]
+        if got:
+            idx = [self.rows[keys[j]] for j in got]
+            out[got] = self.vectors.rows(idx) if isinstance(self.vectors, VectorFile) else np.asarray(self.vectors)[idx]
+        if rest: out[rest] = self.base.encode([texts[j] for j in rest])
+        return out
 
     def count_tokens(self, texts: list[str]) -> int:
         "Tokens of the texts `base` embeds (a replayed window costs none)."
         from fanin.models.embeddings import text_key
-        return self.base.count_tokens([t for t in texts if text_key(t) not in self.table])
+        return self.base.count_tokens([t for t in texts if text_key(t) not in self.rows])
 
 # %% ../../../nbs/10a_scale.ipynb #01b3efd2
 def _doc_windows(corpus: Corpus, chunk_tokens: int, chunk_overlap: int, window_tokens: int) -> dict[str, list[str]]:
@@ -166,36 +173,49 @@ def replica_noise(embedder, corpus: Corpus, seed: int = 0, n: int = 256, chunk=(
     return {"windows": len(pairs), "mean_cosine": round(cos, 4), "sigma": float(np.sqrt(max(1 / cos ** 2 - 1, 0.0)))}
 
 # %% ../../../nbs/10a_scale.ipynb #fc441884
-def replica_table(embedder, corpus: Corpus, corpus_x: Corpus, cache_path, sigma: float, seed: int = 0, chunk=(1200, 100, 200)):
+def replica_table(embedder, corpus: Corpus, corpus_x: Corpus, cache_path, sigma: float, seed: int = 0, chunk=(1200, 100, 200),
+                  folder=None):
     """The window vectors of a replicated corpus: copy 0's from the embedding cache (embedding what it lacks), each other copy's
-    the same window's vector plus seeded isotropic noise of norm `sigma`, renormalised (`replica_noise` measures σ)."""
+    the same window's vector plus seeded isotropic noise of norm `sigma`, renormalised (`replica_noise` measures σ). Returns
+    (text key → row, the rows as a `VectorFile` in `folder`, a new temporary folder when None); one copy's windows are cut at a time."""
+    import tempfile
     from fanin.models.embeddings import EmbeddingCache, embed_with_cache, text_key
+    from fanin.systems.flat import VectorFile
     base = _doc_windows(corpus, *chunk)
     flat = [t for ts in base.values() for t in ts]
     vecs, _ = embed_with_cache(embedder, flat, EmbeddingCache(cache_path) if cache_path else None)
     at = {}; i = 0
     for d, ts in base.items(): at[d] = (i, len(ts)); i += len(ts)
-    table: dict[str, np.ndarray] = {}
-    for d, ts in _doc_windows(corpus_x, *chunk).items():
-        b, c = base_of(d)
-        i, n = at[b]
-        v = vecs[i:i + n]
-        if c:
-            g = np.random.default_rng([seed, c, zlib.crc32(b.encode())]).standard_normal(v.shape).astype(np.float32)
-            v = v + sigma * g / np.sqrt(v.shape[1])
-            v = v / np.linalg.norm(v, axis=1, keepdims=True)
-        for t, vec in zip(ts, v.astype(np.float32)): table.setdefault(text_key(t), vec)   # a window no swap touched keeps copy 0's vector
-    return table
+    del base, flat
+    rows: dict[str, int] = {}
+    out = VectorFile(Path(folder or tempfile.mkdtemp()) / "replica.f32", vecs.shape[1])
+    by_copy: dict[int, list] = {}
+    for d in corpus_x: by_copy.setdefault(base_of(d.id)[1], []).append(d)
+    for docs in by_copy.values():
+        new = []
+        for d, ts in _doc_windows(Corpus("copy", docs), *chunk).items():
+            b, c = base_of(d)
+            i, n = at[b]
+            v = vecs[i:i + n]
+            if c:
+                g = np.random.default_rng([seed, c, zlib.crc32(b.encode())]).standard_normal(v.shape).astype(np.float32)
+                v = v + sigma * g / np.sqrt(v.shape[1])
+                v = v / np.linalg.norm(v, axis=1, keepdims=True)
+            for t, vec in zip(ts, v.astype(np.float32)):
+                k = text_key(t)
+                if k not in rows: rows[k] = len(rows); new.append(vec)   # a window no swap touched keeps copy 0's vector
+        if new: out.append(np.stack(new))
+    return rows, out
 
 # %% ../../../nbs/10a_scale.ipynb #2ca6e2fd
-def replica_kw(cfg, base: Corpus, corpus_x: Corpus, seed: int = 0) -> tuple[dict, dict]:
+def replica_kw(cfg, base: Corpus, corpus_x: Corpus, seed: int = 0, folder=None) -> tuple[dict, dict]:
     """What a dense system over the replicated `corpus_x` is built with (`embedder`: a `ReplicaEmbedder` whose table holds every
-    window's vector, no embedding cache), and the measured perturbation noise (`replica_noise`) it was made with."""
+    window's vector, in a file in `folder`; no embedding cache), and the measured perturbation noise (`replica_noise`) it was made with."""
     scfg, emb = cfg.system, instantiate(cfg.embedder)
     chunk = (scfg.chunk_tokens, scfg.chunk_overlap, scfg.window_tokens)
     noise = replica_noise(emb, base, seed, chunk=chunk)
-    table = replica_table(emb, base, corpus_x, scfg.cache_path, noise["sigma"], seed, chunk)
-    return {"embedder": ReplicaEmbedder(emb, table), "cache_path": None}, noise
+    rows, vectors = replica_table(emb, base, corpus_x, scfg.cache_path, noise["sigma"], seed, chunk, folder)
+    return {"embedder": ReplicaEmbedder(emb, rows, vectors), "cache_path": None}, noise
 
 # %% ../../../nbs/10a_scale.ipynb #18c613db
 def scale_corpus(ds, size: str, domain: str = "culture", copies: int = 10, seed: int = 0, folder=None) -> tuple[Corpus, list, Corpus | None]:
@@ -268,7 +288,7 @@ def bench_scale_one(system: str, size: str, overrides=(), n_queries: int = 100, 
         rng = np.random.default_rng(seed)
         insts = [insts[i] for i in sorted(rng.choice(len(insts), size=min(n_queries, len(insts)), replace=False))]
         if base is not None and "window_tokens" in scfg:
-            kw, prep["replica"] = replica_kw(cfg, base, corpus, seed)
+            kw, prep["replica"] = replica_kw(cfg, base, corpus, seed, tmp)
         if base is not None and "nlp_cache" in scfg:
             from fanin.models.nlp import corpus_key, parse_corpus
             parsed = replicate_parse(parse_corpus(base, scfg.nlp_cache, n_process=scfg.n_process, block_chars=scfg.block_chars), corpus, seed)
@@ -357,7 +377,7 @@ def ann_sweep(size: str = "x10", nprobes=(32, 48, 96, 128), overrides=(), n_quer
     chunks = lambda s, i: [u.meta.get("chunk", u.doc_id) for u in s.retrieve(i.query, k(i), i)]
     resolve_path(cfg.paths.outputs).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=resolve_path(cfg.paths.outputs)) as tmp:
-        if base is not None: kw = replica_kw(cfg, base, corpus, 0)[0]
+        if base is not None: kw = replica_kw(cfg, base, corpus, 0, tmp)[0]
         exact = instantiate(scfg, **kw, ann={"min_windows": None})
         exact.index(corpus, Path(tmp) / "exact")
         approx = instantiate(scfg, **kw, ann={"min_windows": 1})

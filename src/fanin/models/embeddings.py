@@ -436,19 +436,24 @@ class EmbeddingCache:
 
     def get_many(self, model: str, keys: Iterable[str]) -> dict[str, np.ndarray]:
         "The cached vectors of `model` for those of `keys` that are present (read-only float32 arrays)."
-        keys = list(dict.fromkeys(keys))
-        return self._guard(lambda: self._get_many(model, keys))
+        return dict(self.iter_many(model, keys))
 
-    def _get_many(self, model: str, keys: list[str]) -> dict[str, np.ndarray]:
-        con, found = self._con(), {}
+    def iter_many(self, model: str, keys: Iterable[str]):
+        """The cached (key, vector) pairs of `model` for those of `keys` that are present, a few hundred at a time: a caller
+        that puts each vector in place (`embed_with_cache`) never holds a second copy of a corpus's vectors."""
+        keys = list(dict.fromkeys(keys))
         for s in range(0, len(keys), self._CHUNK):
             chunk = keys[s:s + self._CHUNK]
-            q = f"SELECT key, dim, vec FROM embeddings WHERE model = ? AND key IN ({','.join('?' * len(chunk))})"
-            for k, dim, blob in con.execute(q, [model, *chunk]):
-                vec = np.frombuffer(blob, dtype=np.float32)
-                if vec.shape[0] != dim:
-                    raise sqlite3.DatabaseError(f"entry ({model!r}, {k}) holds {vec.shape[0]} floats but says dim={dim}")
-                found[k] = vec
+            yield from self._guard(lambda: self._get_chunk(model, chunk))
+
+    def _get_chunk(self, model: str, chunk: list[str]) -> list[tuple[str, np.ndarray]]:
+        q = f"SELECT key, dim, vec FROM embeddings WHERE model = ? AND key IN ({','.join('?' * len(chunk))})"
+        found = []
+        for k, dim, blob in self._con().execute(q, [model, *chunk]):
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if vec.shape[0] != dim:
+                raise sqlite3.DatabaseError(f"entry ({model!r}, {k}) holds {vec.shape[0]} floats but says dim={dim}")
+            found.append((k, vec))
         return found
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
@@ -492,22 +497,27 @@ def add_embed_stats(acc: dict, st: dict) -> dict:
 
 # %% ../../../nbs/04_embeddings.ipynb #dc15b21c
 def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None, progress: bool = False,
-                     commit_every: int = 256) -> tuple[np.ndarray, dict]:
+                     commit_every: int = 256, out: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """Embed `texts` with `embedder`, reusing and filling `cache`; returns (matrix in input order, stats).
     New vectors are committed every `commit_every` texts (~6 s of work on 2 cores), so an interrupted build keeps all but
-    the last few seconds of its work and a rerun embeds only the rest."""
+    the last few seconds of its work and a rerun embeds only the rest. Each vector goes straight to its row of the matrix (`out`,
+    a float32 array or memory map of shape (texts, dim) to fill; a new array when None), cached ones as they are read: a corpus's
+    vectors are held once, never also as a table of rows."""
     texts = list(texts)
     keys = [text_key(t) for t in texts]
     first: dict[str, int] = {}
     for i, k in enumerate(keys): first.setdefault(k, i)
-    found = cache.get_many(embedder.name, list(first)) if cache is not None else {}
-    for k, vec in found.items():
+    if out is None: out = np.empty((len(texts), embedder.dim), dtype=np.float32)
+    if out.shape != (len(texts), embedder.dim) or out.dtype != np.float32:
+        raise ValueError(f"embed_with_cache: out is {out.dtype} {out.shape}, not float32 {(len(texts), embedder.dim)}")
+    found: set[str] = set()
+    for k, vec in (cache.iter_many(embedder.name, list(first)) if cache is not None else ()):
         if vec.shape[0] != embedder.dim:
             raise ValueError(f"cache entry for {embedder.name!r} has dim {vec.shape[0]}, the embedder {embedder.dim}")
+        out[first[k]] = vec; found.add(k)
     missing = sorted((k for k in first if k not in found), key=lambda k: len(texts[first[k]]))
     stats = {"hits": len(found), "misses": len(missing), "embedded_tokens": 0, "embed_seconds": 0.0,
              "texts": len(texts), "distinct": len(first)}
-    vecs = dict(found)
     bar = None
     if progress and missing:
         from tqdm.auto import tqdm
@@ -521,12 +531,11 @@ def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None, p
             m = embedder.encode(chunk_texts)
             stats["embed_seconds"] += time.perf_counter() - t0
             stats["embedded_tokens"] += int(embedder.count_tokens(chunk_texts))
-            new = dict(zip(chunk, m))
-            if cache is not None: cache.put_many(embedder.name, new)
-            vecs.update(new)
+            if cache is not None: cache.put_many(embedder.name, dict(zip(chunk, m)))
+            out[[first[k] for k in chunk]] = m
             if bar is not None: bar.update(len(chunk))
     finally:
         if bar is not None: bar.close()
-    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
-    for i, k in enumerate(keys): out[i] = vecs[k]
+    for i, k in enumerate(keys):
+        if first[k] != i: out[i] = out[first[k]]   # a repeated text: the row of its first occurrence
     return out, stats

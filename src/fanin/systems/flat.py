@@ -26,11 +26,11 @@ from ..core.text import TOKENIZERS, chunk_spans, lexical_tokens
 from ..models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
 
 # %% auto #0
-__all__ = ['LOSS_STEPS', 'CLOSEST_CHARS', 'BM25_BACKENDS', 'ANN_KINDS', 'dir_bytes', 'write_json', 'store_unfinished',
-           'read_json', 'System', 'WorkLog', 'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus', 'ChunkedSystem',
-           'top_k', 'token_ids', 'Bm25sScorer', 'bm25_from_tokens', 'atomic_folder', 'save_bm25', 'load_bm25',
-           'BM25System', 'window_index', 'tune_search', 'index_kind', 'DenseSystem', 'LongContextSystem',
-           'OracleSystem', 'ClosedBookSystem']
+__all__ = ['LOSS_STEPS', 'CLOSEST_CHARS', 'BM25_BACKENDS', 'ANN_KINDS', 'FP16_WINDOWS', 'dir_bytes', 'write_json',
+           'store_unfinished', 'read_json', 'System', 'WorkLog', 'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus',
+           'ChunkedSystem', 'top_k', 'token_ids', 'Bm25sScorer', 'bm25_from_tokens', 'atomic_folder', 'save_bm25',
+           'load_bm25', 'BM25System', 'VectorFile', 'window_index', 'tune_search', 'index_kind', 'read_window_index',
+           'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
 
 # %% ../../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -509,31 +509,77 @@ def _search_one_thread(index, q, k):
     try: return index.search(q, k)
     finally: faiss.omp_set_num_threads(n)
 
+# %% ../../../nbs/05_systems.ipynb #b7e1d2a0
+class VectorFile:
+    """A float32 matrix of `dim` columns in a raw file, written a batch at a time and read back by plain file reads. A build streams
+    its window vectors through one, so that while the search index is built neither the vectors nor a memory map of them (whose
+    pages would count as the process's) are held: only the batch in hand."""
+    def __init__(self, path, dim: int):
+        self.path, self.dim = Path(path), int(dim)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.touch()
+
+    def __len__(self) -> int: return self.path.stat().st_size // (4 * self.dim)
+
+    def append(self, x: np.ndarray):
+        "Add rows at the end."
+        with open(self.path, "ab") as f: f.write(np.ascontiguousarray(x, dtype=np.float32).reshape(-1, self.dim).tobytes())
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        "Rows start..stop (clipped to the rows there are)."
+        start, stop = max(0, start), min(stop, len(self))
+        n = max(0, stop - start)
+        return np.fromfile(self.path, dtype=np.float32, count=n * self.dim, offset=start * 4 * self.dim).reshape(n, self.dim)
+
+    def rows(self, idx) -> np.ndarray:
+        "The rows `idx`, in that order (a training sample read without mapping the file)."
+        out = np.empty((len(idx), self.dim), dtype=np.float32)
+        with open(self.path, "rb") as f:
+            for j, i in enumerate(idx):
+                f.seek(int(i) * 4 * self.dim); f.readinto(out[j])
+        return out
+
+    def batches(self, size: int = 65536):
+        "The rows in order, `size` at a time."
+        for s in range(0, len(self), size): yield self.read(s, s + size)
+
 # %% ../../../nbs/05_systems.ipynb #f6a9d312
 ANN_KINDS = ("ivf", "hnsw")
+FP16_WINDOWS = 500_000   # from this many windows on, an IVF index holds fp16 vectors unless `ann["fp16_windows"]` says otherwise
 
 
-def window_index(vecs: np.ndarray, dim: int, ann: dict | None = None):
+def window_index(vecs, dim: int, ann: dict | None = None):
     """The faiss index over window vectors (inner product): exact search (`IndexFlatIP`) below `ann["min_windows"]` windows (or
     when `ann` is empty), an approximate index above it. `ann["kind"]`: `ivf` (IndexIVFFlat: `nlist` k-means cells, null = 4·√n,
     trained on every vector or a seeded 64·nlist sample; `nprobe` cells searched) or `hnsw` (IndexHNSWFlat: `M`, `ef_construction`,
-    `ef_search`). Exact search costs n·dim per query, so its latency grows linearly with the corpus (measured: `make bench-scale`)."""
+    `ef_search`). Exact search costs n·dim per query, so its latency grows linearly with the corpus (measured: `make bench-scale`).
+    From `ann["fp16_windows"]` windows on (`FP16_WINDOWS` when unset; None: never), an IVF index keeps its vectors as fp16
+    (IndexIVFScalarQuantizer, QT_fp16): half the memory and disk of float32, for a search that is approximate already (its top-k
+    overlap with exact search is measured by `make bench-scale`).
+    `vecs`: a float32 matrix, or a `VectorFile`, added a batch at a time (the same index: IVF and exact search add each vector
+    on its own), so a large corpus's vectors are never in memory twice."""
     import faiss
-    vecs = np.ascontiguousarray(vecs, dtype=np.float32).reshape(-1, dim)
+    if not isinstance(vecs, VectorFile): vecs = np.ascontiguousarray(vecs, dtype=np.float32).reshape(-1, dim)
     ann, n = dict(ann or {}), len(vecs)
+    whole = lambda: vecs.read(0, n) if isinstance(vecs, VectorFile) else vecs
     if not ann.get("min_windows") or n < int(ann["min_windows"]):
         index = faiss.IndexFlatIP(dim)
     elif ann.get("kind", "ivf") == "ivf":
         nlist = int(ann.get("nlist") or max(1, round(4 * n ** 0.5)))
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        sample = vecs if n <= 64 * nlist else vecs[np.random.default_rng(0).choice(n, 64 * nlist, replace=False)]
-        index.train(sample)
+        half = ann.get("fp16_windows", FP16_WINDOWS) is not None and n >= int(ann.get("fp16_windows", FP16_WINDOWS))
+        index = (faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, nlist, faiss.ScalarQuantizer.QT_fp16,
+                                               faiss.METRIC_INNER_PRODUCT) if half else
+                 faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT))
+        pick = None if n <= 64 * nlist else np.random.default_rng(0).choice(n, 64 * nlist, replace=False)
+        index.train(whole() if pick is None else vecs.rows(pick) if isinstance(vecs, VectorFile) else vecs[pick])
     elif ann["kind"] == "hnsw":
         index = faiss.IndexHNSWFlat(dim, int(ann.get("M", 32)), faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = int(ann.get("ef_construction", 80))
+        if n: index.add(whole())   # a graph's links depend on what is added together: added whole, as built in memory
+        return tune_search(index, ann)
     else:
         raise ValueError(f"system.ann.kind={ann['kind']!r}: expected one of {', '.join(ANN_KINDS)}")
-    if n: index.add(vecs)
+    for batch in (vecs.batches() if isinstance(vecs, VectorFile) else [vecs] if n else []): index.add(batch)
     return tune_search(index, ann)
 
 # %% ../../../nbs/05_systems.ipynb #6f3aadf1
@@ -551,12 +597,21 @@ def index_kind(index) -> str:
     import faiss
     return "ivf" if isinstance(index, faiss.IndexIVF) else "hnsw" if isinstance(index, faiss.IndexHNSW) else "exact"
 
+# %% ../../../nbs/05_systems.ipynb #c3a9e5f0
+def read_window_index(path):
+    """A window index `faiss.write_index` wrote, memory-mapped (`IO_FLAG_MMAP_IFC`) rather than read: its vectors (an exact index's
+    codes, an IVF index's inverted lists) stay in the file and are paged in as searches touch them, so opening even a large
+    index takes no time and no copy, and searching it gives the results of the index as built."""
+    import faiss
+    return faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC)
+
 # %% ../../../nbs/05_systems.ipynb #6817b633
 class DenseSystem(ChunkedSystem):
     """Dense flat retrieval: chunks scored by the best inner product of their embedded windows (faiss: exact `IndexFlatIP`, or
     past `ann.min_windows` windows an approximate index, `window_index`)."""
     name = "dense"
     locates = True
+    _EMBED_BATCH = 65536  # windows cut, embedded (or read from the cache) and written per step of a build
 
     def __init__(self, embedder, name="dense", chunk_tokens=1200, chunk_overlap=100, window_tokens=200,
                  cache_path=None, progress: bool = False, windows: str = "chunk", ann: dict | None = None):
@@ -574,13 +629,22 @@ class DenseSystem(ChunkedSystem):
 
     def _windows(self):
         "(window texts, owning chunk of each): windows cut inside each chunk (`chunk`), or once per document (`document`)."
+        owner, start, end = self._window_spans()
+        return self._window_texts(owner, start, end), owner
+
+    def _window_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(owning chunk, start, end) of every window, as offsets into its document's text: a build keeps these, not the texts,
+        and cuts the texts a batch at a time (`_window_texts`)."""
         if self.windows == "document": return self._document_windows()
-        texts, owner = [], []
-        for i in range(len(self.chunks)):
-            t = self.chunk_text(i)
-            for a, b in chunk_spans(t, self.window_tokens, 0):
-                texts.append(t[a:b]); owner.append(i)
-        return texts, np.asarray(owner, dtype=np.int64)
+        owner, start, end = [], [], []
+        for i, c in enumerate(self.chunks):
+            for a, b in chunk_spans(self.chunk_text(i), self.window_tokens, 0):
+                owner.append(i); start.append(c.start + a); end.append(c.start + b)
+        return tuple(np.asarray(x, dtype=np.int64) for x in (owner, start, end))
+
+    def _window_texts(self, owner, start, end) -> list[str]:
+        "The texts of the windows with these owners and spans."
+        return [self.corpus[self.chunks[o].doc_id].text[a:b] for o, a, b in zip(owner.tolist(), start.tolist(), end.tolist())]
 
     def _document_windows(self):
         """Each document windowed once, `window_tokens` per window and no overlap, so the text two chunks share is embedded once,
@@ -588,37 +652,52 @@ class DenseSystem(ChunkedSystem):
         from bisect import bisect_right
         by_doc: dict[str, list[int]] = {}
         for i, c in enumerate(self.chunks): by_doc.setdefault(c.doc_id, []).append(i)
-        texts, owner = [], []
+        owner, start, end = [], [], []
         for d, idx in by_doc.items():
             t, starts = self.corpus[d].text, [self.chunks[i].start for i in idx]
             for a, b in chunk_spans(t, self.window_tokens, 0):
                 mid = (a + b) // 2
                 j = max(0, bisect_right(starts, mid) - 1)
                 while j > 0 and self.chunks[idx[j - 1]].end > mid: j -= 1
-                texts.append(t[a:b]); owner.append(idx[j])
-        return texts, np.asarray(owner, dtype=np.int64)
+                owner.append(idx[j]); start.append(a); end.append(b)
+        return tuple(np.asarray(x, dtype=np.int64) for x in (owner, start, end))
 
     def _build(self, corpus, folder):
         import faiss
         self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
-        texts, self.window_owner = self._windows()
-        cache = EmbeddingCache(self.cache_path) if self.cache_path else None
-        vecs, st = embed_with_cache(self.embedder, texts, cache, progress=self.progress)
-        add_embed_stats(self.embed_stats, st)
+        self.window_owner, start, end = self._window_spans()
+        vecs = self._embed_windows(start, end, folder)
         self.faiss_index = window_index(vecs, self.embedder.dim, self.ann)
         if folder is not None:
             self._save_chunks(folder)
             np.save(folder / "window_owner.npy", self.window_owner)
             faiss.write_index(self.faiss_index, str(folder / "windows.faiss"))
+            vecs.path.unlink()   # the index holds the vectors; the store keeps no second copy
         dev = getattr(self.embedder, "device_name", None)   # the hardware, named on setting cards when it is not the CPU
-        return {"n_units": len(self.chunks), "n_windows": len(texts), "window_index": index_kind(self.faiss_index),
-                "embedder": self.embedder.name + (f" on {dev}" if dev and dev != "cpu" else ""), **st}
+        return {"n_units": len(self.chunks), "n_windows": len(self.window_owner), "window_index": index_kind(self.faiss_index),
+                "embedder": self.embedder.name + (f" on {dev}" if dev and dev != "cpu" else ""), **self.embed_stats}
+
+    def _embed_windows(self, start, end, folder):
+        """The window vectors, `_EMBED_BATCH` windows at a time (their texts cut, looked up in the embedding cache, embedded where
+        missing): appended to a `VectorFile` in the store `folder`, or, with no store, put in a matrix. The counts of every batch
+        add up in `embed_stats` (a text repeated across two batches counts in each)."""
+        cache = EmbeddingCache(self.cache_path) if self.cache_path else None
+        n, dim = len(start), self.embedder.dim
+        out = VectorFile(folder / "vectors.f32", dim) if folder is not None else np.empty((n, dim), dtype=np.float32)
+        for s in range(0, n, self._EMBED_BATCH):
+            e = min(n, s + self._EMBED_BATCH)
+            texts = self._window_texts(self.window_owner[s:e], start[s:e], end[s:e])
+            vecs, st = embed_with_cache(self.embedder, texts, cache, progress=self.progress,
+                                        out=None if folder is not None else out[s:e])
+            add_embed_stats(self.embed_stats, st)
+            if folder is not None: out.append(vecs)
+        return out
 
     def _load(self, folder):
-        import faiss
+        self.faiss_index = None   # a build's own index is let go before the stored one is mapped: never both in memory at once
         self._load_chunks(folder)
-        self.window_owner = np.load(folder / "window_owner.npy", allow_pickle=False)
-        self.faiss_index = tune_search(faiss.read_index(str(folder / "windows.faiss")), self.ann)
+        self.window_owner = np.load(folder / "window_owner.npy", mmap_mode="r", allow_pickle=False)
+        self.faiss_index = tune_search(read_window_index(folder / "windows.faiss"), self.ann)
 
     def retrieve(self, query, k, instance=None):
         self._need_index()
