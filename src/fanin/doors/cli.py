@@ -238,7 +238,7 @@ def cmd_judge_check(overrides, cases=None, out=None, record=None) -> dict:
                                        default=str) + "\n")
     model = llm.model if llm is not None else "rules"
     held = {n: n != "tuning" and judge.held_out(p) for n, (p, _, _) in results.items()}
-    if cases:   # one named file: its two lines, then the machine-readable line
+    if cases and len(results) == 1:   # one named file: its two lines, then the machine-readable line
         (name, (path, _, s)), = results.items()
         print("\n".join(_judge_check_lines(name, path, s)[1:]))
     else:
@@ -254,7 +254,7 @@ def cmd_judge_check(overrides, cases=None, out=None, record=None) -> dict:
     for name, (_, _, s) in results.items():
         print(f"judge-check judge={judge.name} model={model} set={name} held_out={held[name]} n={s['n']} accuracy={s['accuracy']:.4f} "
               f"kappa={s['kappa']:.4f} meets_bar={meets_bar(s['accuracy'], s['kappa'])}")
-    if not cases and len(on) > 1:
+    if not (cases and len(results) == 1) and len(on) > 1:
         print(f"judge-check judge={judge.name} model={model} set=held_out sets={'+'.join(on)} n={s_on['n']} "
               f"accuracy={s_on['accuracy']:.4f} kappa={s_on['kappa']:.4f} meets_bar={meets_bar(s_on['accuracy'], s_on['kappa'])}")
     return {name: s for name, (_, _, s) in results.items()}
@@ -405,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--record", default=None, help="also keep the table as the measured record DIR/NAME.json (data/measured), which the README quotes")
     _plan_parser(sub)
     jc = sub.add_parser("judge-check", help="a judge's agreement with labelled cases (accuracy, Cohen's kappa, per kind)")
-    jc.add_argument("--cases", default=None, help="one JSONL file of cases (default: every set the judge is checked on, data/judge_meta/)")
+    jc.add_argument("--cases", default=None, help="JSONL files of cases, comma-separated (default: every set the judge is checked on, data/judge_meta/)")
     jc.add_argument("--out", default=None, help="write one JSONL row per case with the judge's verdict")
     jc.add_argument("--record", default=None, help="keep the result in DIR/judges.json (the README's judges table reads it)")
     ev = sub.add_parser("eval-wgb", help="score a predictions file (JSON Lines: question, prediction) by WildGraphBench's released "

@@ -202,9 +202,13 @@ class Judge:
         return resolve_path(cases or self.cases or DEFAULT_CASES)
 
     def case_sets(self, cases=None) -> dict:
-        """The labelled sets it is checked on, by name: `{"cases": <file>}` for a given file; else `tuning` and each further set that
-        exists, named by its file: every `data/judge_meta/frozen*_cases.jsonl`, or for a judge with its own `cases` its `frozen_cases`."""
-        if cases: return {"cases": resolve_path(cases)}
+        """The labelled sets it is checked on, by name: `{"cases": <file>}` for one given file, and for several (`a.jsonl,b.jsonl`)
+        each named by its file (`tuning` for its tuning set); else `tuning` and each further set that exists, named by its file:
+        every `data/judge_meta/frozen*_cases.jsonl`, or for a judge with its own `cases` its `frozen_cases`."""
+        if cases:
+            files = [resolve_path(c) for c in str(cases).split(",")]
+            if len(files) == 1: return {"cases": files[0]}
+            return {("tuning" if f == self.cases_path() else f.name.removesuffix("_cases.jsonl")): f for f in files}
         own = (self.frozen_cases,) if isinstance(self.frozen_cases, str) else self.frozen_cases or ()
         more = resolve_path(DEFAULT_CASES).parent.glob("frozen*_cases.jsonl") if self.cases is None else map(resolve_path, own)
         return {"tuning": self.cases_path(), **{p.name.removesuffix("_cases.jsonl"): p for p in
