@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator, Literal, Protocol, Type, TypeVar, ru
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .config import ConfigError
+from .files import atomic_write
 
 # %% auto #0
 __all__ = ['R', 'MISSING', 'STATS_COLUMNS', 'MAX_RECORD_CHARS', 'Document', 'Instance', 'gold_statements', 'Unit', 'Pack',
@@ -133,8 +134,7 @@ class DiskCorpus(Corpus):
                 f.write(b); rows[d.id] = (d.title, d.meta, [pos, len(b)], len(d.text)); pos += len(b)
         ids = sorted(rows)
         ix = {"name": name, "ids": ids, **{k: [rows[d][j] for d in ids] for j, k in enumerate(("titles", "meta", "offsets", "chars"))}}
-        (folder / "index.json.partial").write_text(json.dumps(ix, ensure_ascii=False), encoding="utf-8")
-        os.replace(folder / "index.json.partial", folder / "index.json")
+        atomic_write(folder / "index.json", json.dumps(ix, ensure_ascii=False))
         return cls(folder)
 
     def __len__(self): return len(self._ids)
@@ -152,9 +152,9 @@ class DiskCorpus(Corpus):
     @property
     def n_chars(self) -> int: return sum(self._chars)
 
-    def __del__(self):
+    def __del__(self, _close=os.close):   # os.close bound now: at interpreter exit the module's globals may be gone
         fd, self._fd = getattr(self, "_fd", None), None
-        if fd is not None: os.close(fd)
+        if fd is not None: _close(fd)
 
 # %% ../../../nbs/00_schema.ipynb #a5e1c0d2
 class Answer(_Record):
