@@ -14,7 +14,7 @@ BUILD_LOCK := requirements-build.lock
 TORCH_GPU ?= torch==2.13.0
 GPU_LOCK  := requirements-gpu.lock
 
-.PHONY: setup setup-gpu lock data-ready reproduce reproduce-full answers structured reproduce-gpu lint test faults bench bench-scale sweep lab export clean-nbs check-sync data models peers ablation docs browser
+.PHONY: setup setup-gpu lock data-ready reproduce reproduce-full answers structured reproduce-gpu lint test faults bench bench-scale bench-engine sweep lab export clean-nbs check-sync data models peers ablation docs browser
 
 setup: $(VENV)/.installed
 
@@ -134,6 +134,11 @@ bench: setup
 # the measured copy the README quotes goes to data/measured/scale.{json,png}
 bench-scale: setup
 	$(FANIN) bench --scale --record data/measured
+
+# a dense build in shards on a local Dask cluster against one process: seconds, ratio, same index and packs (fanin.doors.engine_bench,
+# nbs/10e_engine_bench); the measured copy the README quotes goes to data/measured/engine.json
+bench-engine: setup
+	$(FANIN) bench --engine --record data/measured
 
 sweep: setup
 	$(FANIN) sweep

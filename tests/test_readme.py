@@ -181,6 +181,16 @@ def test_the_judges_table_is_the_kept_record():
     assert m.group(1).strip() == judges_summary(rec, judges, sets), "README's judges table differs from the record (rerun the block)"
 
 
+def test_the_engine_row_is_the_kept_record():
+    """The README's row for the sharded dense build is `fanin.doors.engine_bench.engine_row` of data/measured/engine.json
+    (`make bench-engine`), so its seconds, ratio and sameness cannot outlive the record."""
+    import json
+    from fanin.doors.engine_bench import engine_row
+    doc = json.loads((ROOT / "data" / "measured" / "engine.json").read_text())
+    assert engine_row(doc) in README.splitlines(), "README's engine row differs from data/measured/engine.json (rerun its row)"
+    assert doc["same_index"] and doc["same_packs"] == doc["questions"], "the sharded build is not the single-process build"
+
+
 def _peer_builds(rows) -> tuple[int, int]:
     "(peer packages whose index built in at least one mode, peer packages) on mathematics, from figures.csv `peers_mathematics`."
     t = [r for r in rows if r["table"] == "peers_mathematics"]

@@ -1,1 +1,1 @@
-"""The ground floor: records and the Dataset contract, configuration, text, atomic files, fingerprints and locks."""
+"""The ground floor: records and the Dataset contract, configuration, text, atomic files, fingerprints, locks, and the engine that runs work in shards."""

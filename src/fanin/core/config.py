@@ -245,9 +245,9 @@ def config_hash(node, n: int = 8) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 # %% ../../../nbs/01_config.ipynb #148bbcec
-# where, how loudly or how parallel, and what a config declares for the lab (its paradigm): not what a system returns (model
-# files are fingerprinted by content, not by folder)
-NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process", "model_dir", *DECLARED_KEYS}
+# where, how loudly or how parallel (on what engine), and what a config declares for the lab (its paradigm): not what a system
+# returns (model files are fingerprinted by content, not by folder)
+NOT_HASHED = {"cache_path", "progress", "nlp_cache", "n_process", "model_dir", "engine", *DECLARED_KEYS}
 
 
 def system_hash(cfg: DictConfig) -> str:

@@ -437,11 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--scale-one", nargs=2, metavar=("SYSTEM", "SIZE"), help=argparse.SUPPRESS)
     b.add_argument("--ann-sweep", default=None, metavar="NPROBES", help="the approximate dense index's nprobe values (e.g. 32,48,96,128) held against exact search at each --sizes, on questions drawn with --seed (use another seed than the bench's 0); --record DIR keeps ann_sweep.json")
     b.add_argument("--bm25-backends", action="store_true", help="rank-bm25 against bm25s on every domain (top-k overlap, ER, latency); --record DIR keeps bm25_backends.json")
+    b.add_argument("--engine", action="store_true", help="the dense index of --scale-domain built by one process and on a local Dask cluster of --workers (fanin.doors.engine_bench); --record DIR keeps engine.json")
+    b.add_argument("--workers", type=int, default=2, help="--engine: the local cluster's one-thread worker processes")
     return p
 
 # %% ../../../nbs/09_cli.ipynb #b311dcd5
 def cmd_bench(args, overrides):
-    "The bench command's modes: one scale cell, the ANN sweep, the BM25 backends, the scale bench, or the per-system bench."
+    "The bench command's modes: one scale cell, the ANN sweep, the engine bench, the BM25 backends, the scale bench, or the per-system bench."
     if args.scale_one:
         from fanin.doors.scale import bench_scale_one
         print(json.dumps(bench_scale_one(*args.scale_one, overrides, args.queries, args.copies, args.seed, args.scale_domain), default=float))
@@ -449,6 +451,9 @@ def cmd_bench(args, overrides):
         from fanin.doors.scale import ann_sweep_record
         ann_sweep_record([int(p) for p in args.ann_sweep.split(",")], [s for s in args.sizes.split(",") if s], overrides,
                          args.queries, args.seed, args.copies, args.scale_domain, record=args.record)
+    elif args.engine:
+        from fanin.doors.engine_bench import bench_engine
+        print(json.dumps(bench_engine(args.scale_domain, args.workers, overrides=overrides, record=args.record), indent=1))
     elif args.bm25_backends:
         from fanin.doors.bench import bench_bm25_backends
         bench_bm25_backends(overrides, "all", record=Path(args.record) / "bm25_backends.json" if args.record else None)

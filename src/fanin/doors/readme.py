@@ -17,7 +17,7 @@ __all__ = ['GROUPS', 'BLOCKS', 'option_gloss', 'registry_table', 'layers', 'modu
 
 # %% ../../../nbs/09c_readme.ipynb #6bbe7dfd
 GROUPS = {"dataset": "", "system": "", "embedder": "", "llm": "the roles' own: `reader_llm=…`, `judge_llm=…`",
-          "reader": "", "judge": "", "evidence_judge": "", "table": "", "experiment": ""}
+          "reader": "", "judge": "", "evidence_judge": "", "table": "", "experiment": "", "engine": "none by default (one process)"}
 
 
 def option_gloss(path: Path) -> str:

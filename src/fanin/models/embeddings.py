@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import sqlite3
@@ -17,17 +18,19 @@ from pathlib import Path
 from typing import Iterable, Protocol
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from ..core.fingerprints import heal_sqlite
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: models come from installed packages
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-from ..core.config import resolve_path
+from ..core.config import ConfigError, instantiate, resolve_path
+from ..core.engine import worker_threads
 
 # %% auto #0
 __all__ = ['MAX_TOKENS', 'DIM', 'ONNX_RECIPE', 'EMBED_STAT_KEYS', 'minilm_dir', 'minilm_tokenizer', 'default_threads', 'Embedder',
            'l2_normalise', 'resolve_device', 'TorchMiniLM', 'minilm_onnx', 'int8_kernel', 'OnnxMiniLM', 'text_key',
-           'EmbeddingCache', 'add_embed_stats', 'embed_with_cache']
+           'EmbeddingCache', 'add_embed_stats', 'embed_with_cache', 'embed_shard', 'ShardedEmbedder']
 
 # %% ../../../nbs/04_embeddings.ipynb #4de7e97c
 MAX_TOKENS = 256
@@ -539,3 +542,48 @@ def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None, p
     for i, k in enumerate(keys):
         if first[k] != i: out[i] = out[first[k]]   # a repeated text: the row of its first occurrence
     return out, stats
+
+# %% ../../../nbs/04_embeddings.ipynb #ef4f2534
+_WORKER_EMBEDDERS: dict[str, Embedder] = {}   # per worker process: the embedders built there, by their configuration
+
+
+def embed_shard(texts: list[str], embedder: dict) -> tuple[str, np.ndarray]:
+    """Run on a worker: (name, vectors) of `texts` by the embedder `embedder` configures, built once per process with the worker's
+    threads (`threads`, where the configuration has it) and reused for every later shard."""
+    key = json.dumps(embedder, sort_keys=True, default=str)
+    if key not in _WORKER_EMBEDDERS:
+        cfg = dict(embedder)
+        if "threads" in cfg: cfg["threads"] = worker_threads(cfg["threads"])
+        _WORKER_EMBEDDERS[key] = instantiate(OmegaConf.create(cfg))
+    emb = _WORKER_EMBEDDERS[key]
+    return emb.name, emb.encode(list(texts))
+
+# %% ../../../nbs/04_embeddings.ipynb #5b855706
+class ShardedEmbedder:
+    """An embedder that embeds on an engine's workers (`fanin.core.engine.DaskEngine`), shard by shard, from the configuration
+    `engine.embedder`; `local` (the system's own embedder) gives the name, dimension and token counts, and queries stay local."""
+    def __init__(self, engine, local: Embedder):
+        if not engine.embedder:
+            raise ConfigError("engine.embedder is unset: the workers build their embedder from it; set it to the run's "
+                              "(engine.embedder=${embedder}, as configs/engine/dask.yaml does)")
+        self.engine, self.local = engine, local
+        self.name, self.dim, self.max_tokens = local.name, local.dim, local.max_tokens
+
+    def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        """Embed `texts` on the workers, at most `engine.shard_size` a task and at least two tasks a worker thread; rows in the
+        texts' order. Shard j takes every n-th text from the j-th, so each shard holds short and long texts alike (a caller may
+        sort them by length, as `embed_with_cache` does) and no worker is left with the long tail while the others wait."""
+        texts = list(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        n = min(len(texts), max(-(-len(texts) // self.engine.shard_size), 2 * self.engine.slots))
+        shards = (texts[j::n] for j in range(n))
+        for j, (name, vecs) in enumerate(self.engine.map(embed_shard, shards, embedder=self.engine.embedder)):
+            if name != self.name:
+                raise ConfigError(f"engine.embedder builds {name!r} on the workers, the system embeds with {self.name!r}: "
+                                  "set engine.embedder to the system's embedder (engine.embedder=${embedder})")
+            out[j::n] = vecs
+        return out
+
+    def count_tokens(self, texts: list[str]) -> int: return self.local.count_tokens(texts)
+
+    def __repr__(self): return f"ShardedEmbedder({self.name}, {self.engine!r})"

@@ -19,18 +19,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.engine import worker_threads
 from ..core.files import atomic_write, completion_record, record_finished, unfinished
 from ..judging.metrics import carries_page, unit_docs
 from ..core.schema import Corpus, Instance, Unit
 from ..core.text import TOKENIZERS, chunk_spans, lexical_tokens
-from ..models.embeddings import EmbeddingCache, add_embed_stats, embed_with_cache
+from ..models.embeddings import EmbeddingCache, ShardedEmbedder, add_embed_stats, embed_with_cache
 
 # %% auto #0
 __all__ = ['LOSS_STEPS', 'CLOSEST_CHARS', 'BM25_BACKENDS', 'ANN_KINDS', 'FP16_WINDOWS', 'dir_bytes', 'write_json',
            'store_unfinished', 'read_json', 'System', 'WorkLog', 'loss', 'locate_in_ranking', 'Chunk', 'chunk_corpus',
            'ChunkedSystem', 'top_k', 'token_ids', 'Bm25sScorer', 'bm25_from_tokens', 'atomic_folder', 'save_bm25',
-           'load_bm25', 'BM25System', 'VectorFile', 'window_index', 'tune_search', 'index_kind', 'read_window_index',
-           'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
+           'load_bm25', 'bm25_vocabulary', 'BM25System', 'VectorFile', 'ivf_add_shard', 'window_index', 'tune_search',
+           'index_kind', 'read_window_index', 'DenseSystem', 'LongContextSystem', 'OracleSystem', 'ClosedBookSystem']
 
 # %% ../../../nbs/05_systems.ipynb #920c2841
 def dir_bytes(path) -> int:
@@ -368,7 +369,8 @@ class Bm25sScorer:
 
     def _use(self, model):
         self.model, self.n = model, int(model.scores["num_docs"])
-        self.idf = {t: i for t, i in model.vocab_dict.items() if t}   # the vocabulary (its size is reported as rank-bm25's is)
+        self.idf = model.vocab_dict   # the vocabulary (term -> column), bm25s's own dict: no copy of millions of terms at load
+        self.vocabulary = len(self.idf) - ("" in self.idf)   # its size as rank-bm25 counts it (bm25s keeps "" for empty units)
 
     @classmethod
     def load(cls, folder, mmap: bool = True) -> "Bm25sScorer":
@@ -383,7 +385,7 @@ class Bm25sScorer:
         "Rescale each term's column from bm25s's Lucene idf to rank-bm25's floored Okapi idf (and its k1 + 1 factor)."
         indptr, data = self.model.scores["indptr"], self.model.scores["data"]
         df = np.diff(indptr).astype(np.float64)
-        real = np.zeros(len(df), dtype=bool); real[list(self.idf.values())] = True
+        real = np.zeros(len(df), dtype=bool); real[[i for t, i in self.idf.items() if t]] = True
         real &= df > 0                                              # rank-bm25's vocabulary: words that occur in some unit
         okapi = np.log((self.n - df + 0.5) / (df + 0.5))
         okapi = np.where(okapi < 0, epsilon * okapi[real].mean(), okapi) if real.any() else okapi
@@ -391,7 +393,7 @@ class Bm25sScorer:
         data *= np.repeat((k1 + 1) * okapi / lucene, np.diff(indptr))   # in place: one array of the matrix's size, not three
 
     def get_scores(self, query: list[str]) -> np.ndarray:
-        q = [t for t in query if t in self.idf]
+        q = [t for t in query if t and t in self.idf]
         return np.asarray(self.model.get_scores(q), dtype=np.float64) if q else np.zeros(self.n)
 
 # %% ../../../nbs/05_systems.ipynb #8524ef08
@@ -457,6 +459,13 @@ def load_bm25(folder, mmap: bool = True):
     if d["backend"] == "bm25s": return Bm25sScorer.load(folder, mmap)
     return bm25_from_tokens(read_json(folder / "tokens.json.gz"), d["k1"], d["b"], d["backend"], d["method"])
 
+# %% ../../../nbs/05_systems.ipynb #81ca0628
+def bm25_vocabulary(bm25) -> int:
+    "Distinct terms of a BM25 scorer (bm25s's or rank-bm25's; 0 for an index of no units), counted as rank-bm25 counts them."
+    if bm25 is None: return 0
+    v = getattr(bm25, "vocabulary", None)   # bm25s's count; rank-bm25's idf has one entry a term
+    return len(bm25.idf) if v is None else v
+
 # %% ../../../nbs/05_systems.ipynb #f51a1144
 class BM25System(ChunkedSystem):
     "Okapi BM25 over chunks, on bm25s's sparse matrices (default) or rank-bm25 (`backend=rank_bm25`, the papers' library)."
@@ -481,7 +490,7 @@ class BM25System(ChunkedSystem):
             self._save_chunks(folder)
             save_bm25(folder / "bm25", toks if self.backend == "rank_bm25" else None, self.k1, self.b, self.backend, self.method,
                       bm25=self.bm25)
-        return {"n_units": len(self.chunks), "vocabulary": len(self.bm25.idf) if self.bm25 else 0}
+        return {"n_units": len(self.chunks), "vocabulary": bm25_vocabulary(self.bm25)}
 
     def _load(self, folder):
         self._load_chunks(folder)
@@ -543,12 +552,24 @@ class VectorFile:
         "The rows in order, `size` at a time."
         for s in range(0, len(self), size): yield self.read(s, s + size)
 
+# %% ../../../nbs/05_systems.ipynb #b4bac5ce
+def ivf_add_shard(vecs: np.ndarray, trained: np.ndarray) -> np.ndarray:
+    """Run on an engine's worker: the trained, empty IVF index `trained` (`faiss.serialize_index`'s bytes) with the rows `vecs`
+    added, their ids numbered from 0, serialized. Adding is the costly part of an IVF build (each vector is compared with every
+    cell's centroid); joining the shards' lists in order (`merge_from`) then gives the index one process builds."""
+    import faiss
+    threads = worker_threads()
+    if threads: faiss.omp_set_num_threads(threads)
+    index = faiss.deserialize_index(trained)
+    index.add(np.ascontiguousarray(vecs, dtype=np.float32))
+    return faiss.serialize_index(index)
+
 # %% ../../../nbs/05_systems.ipynb #f6a9d312
 ANN_KINDS = ("ivf", "hnsw")
 FP16_WINDOWS = 500_000   # from this many windows on, an IVF index holds fp16 vectors unless `ann["fp16_windows"]` says otherwise
 
 
-def window_index(vecs, dim: int, ann: dict | None = None):
+def window_index(vecs, dim: int, ann: dict | None = None, engine=None):
     """The faiss index over window vectors (inner product): exact search (`IndexFlatIP`) below `ann["min_windows"]` windows (or
     when `ann` is empty), an approximate index above it. `ann["kind"]`: `ivf` (IndexIVFFlat: `nlist` k-means cells, null = 4·√n,
     trained on every vector or a seeded 64·nlist sample; `nprobe` cells searched) or `hnsw` (IndexHNSWFlat: `M`, `ef_construction`,
@@ -557,7 +578,10 @@ def window_index(vecs, dim: int, ann: dict | None = None):
     (IndexIVFScalarQuantizer, QT_fp16): half the memory and disk of float32, for a search that is approximate already (its top-k
     overlap with exact search is measured by `make bench-scale`).
     `vecs`: a float32 matrix, or a `VectorFile`, added a batch at a time (the same index: IVF and exact search add each vector
-    on its own), so a large corpus's vectors are never in memory twice."""
+    on its own), so a large corpus's vectors are never in memory twice.
+    `engine` (a `fanin.core.engine.DaskEngine`): an IVF index is trained here and its vectors added on the engine's workers,
+    `engine.shard_size` per task (`ivf_add_shard`), the shards' lists joined in order: the index this process would build alone.
+    An exact or HNSW index is built here (adding to either is a copy, or a graph that must see its vectors together)."""
     import faiss
     if not isinstance(vecs, VectorFile): vecs = np.ascontiguousarray(vecs, dtype=np.float32).reshape(-1, dim)
     ann, n = dict(ann or {}), len(vecs)
@@ -579,6 +603,12 @@ def window_index(vecs, dim: int, ann: dict | None = None):
         return tune_search(index, ann)
     else:
         raise ValueError(f"system.ann.kind={ann['kind']!r}: expected one of {', '.join(ANN_KINDS)}")
+    if engine is not None and isinstance(index, faiss.IndexIVF):
+        size = engine.shard_size
+        shards = vecs.batches(size) if isinstance(vecs, VectorFile) else (vecs[s:s + size] for s in range(0, n, size))
+        for part in engine.map(ivf_add_shard, shards, shared={"trained": faiss.serialize_index(index)}):
+            index.merge_from(faiss.deserialize_index(part), index.ntotal)   # its ids numbered on from the rows before it
+        return tune_search(index, ann)
     for batch in (vecs.batches() if isinstance(vecs, VectorFile) else [vecs] if n else []): index.add(batch)
     return tune_search(index, ann)
 
@@ -614,12 +644,13 @@ class DenseSystem(ChunkedSystem):
     _EMBED_BATCH = 65536  # windows cut, embedded (or read from the cache) and written per step of a build
 
     def __init__(self, embedder, name="dense", chunk_tokens=1200, chunk_overlap=100, window_tokens=200,
-                 cache_path=None, progress: bool = False, windows: str = "chunk", ann: dict | None = None):
+                 cache_path=None, progress: bool = False, windows: str = "chunk", ann: dict | None = None, engine=None):
         super().__init__(name, chunk_tokens, chunk_overlap)
         if windows not in ("chunk", "document"): raise ValueError(f"system.windows={windows!r}: expected chunk or document")
         self.embedder, self.window_tokens, self.windows = embedder, window_tokens, windows
         self.cache_path, self.progress = cache_path, progress
         self.ann = dict(ann or {})
+        self.engine = engine   # a fanin.core.engine.DaskEngine: the build's embedding and IVF adds run on its workers
         self.faiss_index, self.window_owner = None, None
 
     def plan_index(self, work):
@@ -667,7 +698,7 @@ class DenseSystem(ChunkedSystem):
         self.chunks = chunk_corpus(corpus, self.chunk_tokens, self.chunk_overlap)
         self.window_owner, start, end = self._window_spans()
         vecs = self._embed_windows(start, end, folder)
-        self.faiss_index = window_index(vecs, self.embedder.dim, self.ann)
+        self.faiss_index = window_index(vecs, self.embedder.dim, self.ann, engine=self.engine)
         if folder is not None:
             self._save_chunks(folder)
             np.save(folder / "window_owner.npy", self.window_owner)
@@ -680,14 +711,18 @@ class DenseSystem(ChunkedSystem):
     def _embed_windows(self, start, end, folder):
         """The window vectors, `_EMBED_BATCH` windows at a time (their texts cut, looked up in the embedding cache, embedded where
         missing): appended to a `VectorFile` in the store `folder`, or, with no store, put in a matrix. The counts of every batch
-        add up in `embed_stats` (a text repeated across two batches counts in each)."""
+        add up in `embed_stats` (a text repeated across two batches counts in each). With an `engine`, the texts the cache lacks
+        are embedded on its workers (`ShardedEmbedder`), committed to the cache a round of shards at a time."""
         cache = EmbeddingCache(self.cache_path) if self.cache_path else None
+        embedder, every = self.embedder, 256
+        if self.engine is not None:
+            embedder, every = ShardedEmbedder(self.engine, self.embedder), self.engine.shard_size * self.engine.slots
         n, dim = len(start), self.embedder.dim
         out = VectorFile(folder / "vectors.f32", dim) if folder is not None else np.empty((n, dim), dtype=np.float32)
         for s in range(0, n, self._EMBED_BATCH):
             e = min(n, s + self._EMBED_BATCH)
             texts = self._window_texts(self.window_owner[s:e], start[s:e], end[s:e])
-            vecs, st = embed_with_cache(self.embedder, texts, cache, progress=self.progress,
+            vecs, st = embed_with_cache(embedder, texts, cache, progress=self.progress, commit_every=every,
                                         out=None if folder is not None else out[s:e])
             add_embed_stats(self.embed_stats, st)
             if folder is not None: out.append(vecs)

@@ -58,7 +58,7 @@ class HybridSystem(ChunkedSystem):
 
     def __init__(self, embedder, name="hybrid", chunk_tokens=1200, chunk_overlap=100, window_tokens=200, k1=1.5, b=0.75,
                  weights=(1.0, 1.0), rrf_k: float = 60.0, candidates: int = 100, cache_path=None, progress: bool = False,
-                 ann: dict | None = None, fusion: str = "rrf", alpha: float = 0.5):
+                 ann: dict | None = None, fusion: str = "rrf", alpha: float = 0.5, engine=None):
         super().__init__(name, chunk_tokens, chunk_overlap)
         if len(weights) != 2: raise ValueError(f"{name}: weights are [bm25, dense], not {list(weights)}")
         if fusion not in FUSIONS: raise ValueError(f"{name}: fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
@@ -66,7 +66,8 @@ class HybridSystem(ChunkedSystem):
         self.weights, self.rrf_k, self.candidates = [float(w) for w in weights], float(rrf_k), int(candidates)
         self.fusion, self.alpha = fusion, float(alpha)
         self.bm25 = BM25System(f"{name}.bm25", chunk_tokens, chunk_overlap, k1, b)
-        self.dense = DenseSystem(embedder, f"{name}.dense", chunk_tokens, chunk_overlap, window_tokens, cache_path, progress, ann=ann)
+        self.dense = DenseSystem(embedder, f"{name}.dense", chunk_tokens, chunk_overlap, window_tokens, cache_path, progress, ann=ann,
+                                 engine=engine)
         self.embedder = embedder
 
     def _halves(self, folder):
